@@ -1,0 +1,87 @@
+"""`git ckpt`: the click layer. It parses, calls the facade, and formats.
+
+Errors are mapped to exit statuses in one place (`CkptGroup.invoke`); no
+traceback reaches the user unless GIT_CKPT_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from git_agentckpt import __version__
+from git_agentckpt.errors import CkptError, Exit
+
+
+def _report(ctx: click.Context, message: str, status: int) -> None:
+    click.echo(f"git ckpt: error: {message}", err=True)
+    if ctx.meta.get("ckpt.json"):
+        click.echo(json.dumps({"error": message, "exit": status}, separators=(",", ":")))
+
+
+class CkptGroup(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["ckpt.json"] = "--json" in args
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CkptError as exc:
+            _report(ctx, exc.one_line(), int(exc.exit_status))
+            ctx.exit(int(exc.exit_status))
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except KeyboardInterrupt:
+            click.echo("git ckpt: interrupted", err=True)
+            ctx.exit(int(Exit.INTERRUPTED))
+        except BrokenPipeError:
+            ctx.exit(0)
+        except Exception as exc:
+            if os.environ.get("GIT_CKPT_DEBUG"):
+                traceback.print_exc()
+            _report(
+                ctx,
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(rerun with GIT_CKPT_DEBUG=1 and report it)",
+                int(Exit.INTERNAL),
+            )
+            ctx.exit(int(Exit.INTERNAL))
+
+
+@click.group(cls=CkptGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "--version", prog_name="git-ckpt", message="%(prog)s %(version)s"
+)
+@click.option(
+    "-C",
+    "repo_path",
+    default=".",
+    metavar="PATH",
+    help="Run as if started in PATH (like git -C).",
+)
+@click.pass_context
+def cli(ctx: click.Context, repo_path: str) -> None:
+    """Checkpoints, task state and an event log for long-running AI agents, in git.
+
+    Snapshots live under refs/agent/checkpoints/<task>, task state in
+    refs/notes/agent/state, events in refs/agent/events/<task>. Your index,
+    HEAD, branches and stash are never touched. See `man git-ckpt`.
+    """
+    ctx.obj = repo_path
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="git ckpt", standalone_mode=True)
+    except KeyboardInterrupt:
+        sys.exit(int(Exit.INTERRUPTED))
+
+
+# the commands register themselves on `cli`
+from git_agentckpt.cli import commands_ckpt, commands_task  # noqa: E402, F401

@@ -1,0 +1,93 @@
+"""Git notes with a 2-hex-digit fan-out, written by compare-and-swap.
+
+`git notes add` does not compare-and-swap (concurrent writers lose notes) and
+libgit2 never fans out a notes tree (each write rewrites one huge flat tree).
+Here every write touches the top tree and one of 256 buckets, and the notes ref
+moves from the exact commit the write was based on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pygit2.enums import FileMode
+
+from git_agentckpt.git.repo import EMPTY_TREE, GitRepo
+
+_TREE = int(FileMode.TREE)
+_BLOB = int(FileMode.BLOB)
+
+
+def _top_tree(repo: GitRepo, tip: str | None) -> str:
+    return repo.read_commit(tip).tree if tip else EMPTY_TREE
+
+
+def read_note(repo: GitRepo, notes_ref: str, target: str) -> bytes | None:
+    tip = repo.read_ref(notes_ref)
+    if tip is None:
+        return None
+    return read_note_at(repo, _top_tree(repo, tip), target)
+
+
+def read_note_at(repo: GitRepo, top: str, target: str) -> bytes | None:
+    """Find the note for `target` in a notes tree of any fan-out depth."""
+    tree = top
+    rest = target
+    while True:
+        entries = repo.tree_entries(tree)
+        hit = entries.get(rest)
+        if hit is not None and hit[1] != _TREE:
+            return repo.read_blob(hit[0])
+        sub = entries.get(rest[:2])
+        if sub is None or sub[1] != _TREE or len(rest) <= 2:
+            return None
+        tree, rest = sub[0], rest[2:]
+
+
+def list_note_targets(repo: GitRepo, notes_ref: str) -> list[str]:
+    tip = repo.read_ref(notes_ref)
+    if tip is None:
+        return []
+    out: list[str] = []
+    stack = [("", _top_tree(repo, tip))]
+    while stack:
+        prefix, tree = stack.pop()
+        for name, (oid, mode) in repo.tree_entries(tree).items():
+            if mode == _TREE:
+                stack.append((prefix + name, oid))
+            else:
+                out.append(prefix + name)
+    return out
+
+
+def _apply(repo: GitRepo, top: str, notes: Mapping[str, bytes | None]) -> str:
+    top_entries = repo.tree_entries(top)
+    changes: dict[str, tuple[str, int]] = {}
+    buckets: dict[str, dict[str, tuple[str, int]]] = {}
+    for target, data in notes.items():
+        bucket, rest = target[:2], target[2:]
+        if target in top_entries:  # a flat note written by `git notes add`: move it
+            changes[target] = ("", 0)
+        edits = buckets.setdefault(bucket, {})
+        edits[rest] = (repo.write_blob(data), _BLOB) if data is not None else ("", 0)
+    for bucket, edits in buckets.items():
+        current = top_entries.get(bucket)
+        base = current[0] if current and current[1] == _TREE else None
+        sub = repo.write_tree(edits, base=base)
+        changes[bucket] = ("", 0) if sub == EMPTY_TREE else (sub, _TREE)
+    return repo.write_tree(changes, base=top)
+
+
+def write_notes(
+    repo: GitRepo, notes_ref: str, notes: Mapping[str, bytes | None], message: str
+) -> str:
+    """Set (bytes) or remove (None) the notes of several targets in one notes commit."""
+
+    def compute(old: str | None) -> str:
+        top = _top_tree(repo, old)
+        new_top = _apply(repo, top, notes)
+        if new_top == top and old is not None:
+            return old
+        return repo.commit(new_top, [old] if old else [], message)
+
+    return repo.update_ref(notes_ref, message, compute)

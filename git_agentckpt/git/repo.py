@@ -1,0 +1,366 @@
+"""A small object model over pygit2: refs (compare-and-swap), objects, commits, trees.
+
+This module and its siblings in `git_agentckpt/git/` are the only ones that
+import pygit2. They hand back plain strings (hex object ids) and small frozen
+dataclasses, and translate `pygit2.GitError` / `OSError` into `CkptError`s.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pygit2
+from pygit2.enums import DeltaStatus, FileMode
+
+from git_agentckpt.errors import ConflictError, CorruptError, NotFound, RepositoryError
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+STALE_LOCK_SECONDS = 5.0
+T = TypeVar("T")
+
+_STATUS = {
+    DeltaStatus.ADDED: "A",
+    DeltaStatus.DELETED: "D",
+    DeltaStatus.MODIFIED: "M",
+    DeltaStatus.TYPECHANGE: "T",
+    DeltaStatus.RENAMED: "R",
+    DeltaStatus.COPIED: "C",
+}
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    id: str
+    tree: str
+    parents: tuple[str, ...]
+    message: str
+    time: int  # committer time, unix seconds
+
+
+@dataclass(frozen=True)
+class Change:
+    status: str  # A, D, M, T
+    path: str
+    old_id: str | None
+    new_id: str | None
+    old_mode: int
+    new_mode: int
+
+
+@dataclass(frozen=True)
+class TreeFile:
+    path: str
+    id: str
+    mode: int
+
+
+def retry_cas(attempt: Callable[[], T | None], what: str, tries: int = 200) -> T:
+    """Run `attempt` until it returns non-None; sleep with jitter between lost races."""
+    delay = 0.0005
+    for _ in range(tries):
+        result = attempt()
+        if result is not None:
+            return result
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 1.6, 0.05)
+    raise ConflictError(
+        f"{what}: another writer kept updating the same ref",
+        hint="nothing was changed; run the command again",
+    )
+
+
+class GitRepo:
+    """An opened, non-bare repository."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self._repo = repo
+        self._empty_tree_written = False
+        workdir = repo.workdir
+        if repo.is_bare or not workdir:
+            raise RepositoryError(
+                f"{repo.path.rstrip('/')} is a bare repository: "
+                "there is no working tree to checkpoint",
+                hint="run git ckpt inside a clone with a working tree",
+            )
+        self.workdir = workdir.rstrip("/")
+        self.git_dir = repo.path.rstrip("/")
+        common = os.path.join(self.git_dir, "commondir")
+        if os.path.exists(common):
+            with open(common, encoding="utf-8") as fh:
+                self.common_dir = os.path.normpath(os.path.join(self.git_dir, fh.read().strip()))
+        else:
+            self.common_dir = self.git_dir
+
+    @classmethod
+    def discover(cls, path: str) -> GitRepo:
+        start = os.path.abspath(path)
+        if not os.path.exists(start):
+            raise RepositoryError(
+                f"{start} does not exist", hint="pass the path of a git repository"
+            )
+        try:
+            found = pygit2.discover_repository(start)
+        except pygit2.GitError as exc:
+            raise RepositoryError(f"cannot read the repository at {start}: {exc}") from exc
+        if found is None:
+            raise RepositoryError(
+                f"not a git repository (or any parent up to /): {start}",
+                hint="run `git init` first or cd into a repository",
+            )
+        try:
+            return cls(pygit2.Repository(found))
+        except pygit2.GitError as exc:
+            raise RepositoryError(f"cannot open the repository at {found}: {exc}") from exc
+
+    # -- refs ---------------------------------------------------------------
+
+    def head(self) -> str | None:
+        """The commit HEAD points at, or None on an unborn branch."""
+        try:
+            if self._repo.head_is_unborn:
+                return None
+            return str(self._repo.head.target)
+        except pygit2.GitError:
+            return None
+
+    def head_name(self) -> str | None:
+        try:
+            ref = self._repo.references.get("HEAD")
+            if ref is None:
+                return None
+            target = ref.target
+            return target if isinstance(target, str) else None
+        except pygit2.GitError:
+            return None
+
+    def read_ref(self, name: str) -> str | None:
+        try:
+            ref = self._repo.references.get(name)
+        except (pygit2.GitError, ValueError):
+            return None
+        if ref is None:
+            return None
+        return str(ref.resolve().target)
+
+    def list_refs(self, prefix: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name in self._repo.references:
+            if name.startswith(prefix):
+                value = self.read_ref(name)
+                if value is not None:
+                    out[name] = value
+        return out
+
+    def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
+        """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`."""
+        try:
+            if old is None:
+                self._repo.references.create(name, new, force=False)
+                return True
+            ref = self._repo.references.get(name)
+            if ref is None or str(ref.target) != old:
+                return False
+            ref.set_target(new, message)
+            return True
+        except pygit2.AlreadyExistsError:
+            return False
+        except (pygit2.GitError, OSError) as exc:
+            text = str(exc).lower()
+            if "lock" in text:
+                self._break_stale_lock(name)
+                return False
+            if "does not match" in text or "changed" in text or "exists" in text:
+                return False
+            raise RepositoryError(f"cannot update {name}: {exc}") from exc
+
+    def _break_stale_lock(self, name: str) -> None:
+        """A ref lock left by a killed writer: libgit2 holds one for microseconds."""
+        for lock in (
+            os.path.join(self.common_dir, name + ".lock"),
+            os.path.join(self.common_dir, "packed-refs.lock"),
+        ):
+            try:
+                if time.time() - os.stat(lock).st_mtime > STALE_LOCK_SECONDS:
+                    os.unlink(lock)
+            except OSError:
+                pass
+
+    def update_ref(self, name: str, message: str, compute: Callable[[str | None], str]) -> str:
+        """Compare-and-swap `name` to `compute(old)`, retrying with jitter on a lost race."""
+
+        def attempt() -> str | None:
+            old = self.read_ref(name)
+            new = compute(old)
+            if new == old:
+                return new
+            return new if self.cas_ref(name, new, old, message) else None
+
+        return retry_cas(attempt, f"updating {name}")
+
+    # -- objects ------------------------------------------------------------
+
+    def empty_tree(self) -> str:
+        """The empty tree, written to the object store (git fsck wants it stored)."""
+        if not self._empty_tree_written:
+            self._repo.TreeBuilder().write()
+            self._empty_tree_written = True
+        return EMPTY_TREE
+
+    def write_blob(self, data: bytes) -> str:
+        return str(self._repo.create_blob(data))
+
+    def read_blob(self, oid: str) -> bytes:
+        obj = self._lookup(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise CorruptError(f"object {oid} is not a blob")
+        return obj.data
+
+    def exists(self, oid: str) -> bool:
+        try:
+            return oid in self._repo
+        except (ValueError, pygit2.GitError):
+            return False
+
+    def _lookup(self, oid: str) -> pygit2.Object:
+        try:
+            return self._repo[oid]
+        except (KeyError, ValueError) as exc:
+            raise NotFound(f"object {oid} is not in the repository") from exc
+
+    def resolve_prefix(self, prefix: str) -> str | None:
+        try:
+            obj = self._repo.revparse_single(prefix)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        if isinstance(obj, pygit2.Tag):
+            return str(obj.peel(pygit2.Commit).id)
+        return str(obj.id) if isinstance(obj, pygit2.Commit) else None
+
+    def write_tree(self, entries: Mapping[str, tuple[str, int]], base: str | None = None) -> str:
+        """A tree from `base` (or empty) with `entries` {name: (oid, mode)} set; oid '' removes."""
+        if base is not None:
+            tree = self._lookup(base)
+            if not isinstance(tree, pygit2.Tree):
+                raise CorruptError(f"object {base} is not a tree")
+            builder = self._repo.TreeBuilder(tree)
+        else:
+            builder = self._repo.TreeBuilder()
+        for name, (oid, mode) in entries.items():
+            if not oid:
+                if builder.get(name) is not None:
+                    builder.remove(name)
+            else:
+                builder.insert(name, pygit2.Oid(hex=oid), mode)
+        return str(builder.write())
+
+    def tree_entries(self, tree_id: str) -> dict[str, tuple[str, int]]:
+        """The direct entries of one tree: {name: (oid, mode)}."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
+
+    def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
+        """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        stack: list[tuple[str, pygit2.Tree]] = [("", tree)]
+        while stack:
+            prefix, current = stack.pop()
+            for entry in current:
+                path = prefix + str(entry.name)
+                if entry.filemode == FileMode.TREE:
+                    sub = self._repo[entry.id]
+                    assert isinstance(sub, pygit2.Tree)
+                    stack.append((path + "/", sub))
+                else:
+                    yield TreeFile(path, str(entry.id), int(entry.filemode))
+
+    def commit(
+        self,
+        tree: str,
+        parents: list[str],
+        message: str,
+    ) -> str:
+        sig = self.signature()
+        return str(
+            self._repo.create_commit(
+                None, sig, sig, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
+            )
+        )
+
+    def signature(self) -> pygit2.Signature:
+        try:
+            sig = self._repo.default_signature
+        except (KeyError, pygit2.GitError):
+            name = os.environ.get("GIT_COMMITTER_NAME", "git-ckpt")
+            email = os.environ.get("GIT_COMMITTER_EMAIL", "git-ckpt@localhost")
+            sig = pygit2.Signature(name, email)
+        return sig
+
+    def read_commit(self, oid: str) -> CommitInfo:
+        obj = self._lookup(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise NotFound(f"{oid} is not a commit")
+        return CommitInfo(
+            id=str(obj.id),
+            tree=str(obj.tree_id),
+            parents=tuple(str(p) for p in obj.parent_ids),
+            message=obj.message,
+            time=int(obj.commit_time),
+        )
+
+    def walk(self, tip: str, *, first_parent: bool = True) -> Iterator[CommitInfo]:
+        """Commits from `tip` backwards (first-parent chain by default)."""
+        if first_parent:
+            current: str | None = tip
+            while current is not None:
+                info = self.read_commit(current)
+                yield info
+                current = info.parents[0] if info.parents else None
+            return
+        walker = self._repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+        for commit in walker:
+            yield self.read_commit(str(commit.id))
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        try:
+            return bool(
+                self._repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
+            )
+        except pygit2.GitError:
+            return False
+
+    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
+        if old_tree == new_tree:
+            return []
+        a = self._lookup(old_tree)
+        b = self._lookup(new_tree)
+        if not isinstance(a, pygit2.Tree) or not isinstance(b, pygit2.Tree):
+            raise CorruptError("diff needs two trees")
+        diff = a.diff_to_tree(b)
+        out = []
+        for d in diff.deltas:
+            status = _STATUS.get(d.status, "M")
+            old_id = None if status == "A" else str(d.old_file.id)
+            new_id = None if status == "D" else str(d.new_file.id)
+            path = d.new_file.path if status != "D" else d.old_file.path
+            out.append(
+                Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
+            )
+        return out
+
+    def config_get(self, key: str) -> str | None:
+        try:
+            value = self._repo.config[key]
+        except (KeyError, pygit2.GitError):
+            return None
+        return str(value)

@@ -1,0 +1,63 @@
+"""Run real git as a subprocess, with the inherited repository variables stripped.
+
+Hooks and agents call us with `GIT_DIR`, `GIT_INDEX_FILE`, `GIT_WORK_TREE` and
+friends set for *their* git; passing them on would make git act on the wrong
+index or tree. Only variables we set explicitly reach the child.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from git_agentckpt.errors import OperationFailed, RepositoryError
+
+# Variables that point git at a repository, index or object store.
+_REPO_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_QUARANTINE_PATH",
+)
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env.setdefault("LC_ALL", "C")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `git args…` in `cwd`; raise OperationFailed with git's own message on error."""
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=clean_env(env),
+            input=input,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    if check and proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = msg[-1] if msg else f"exit {proc.returncode}"
+        raise OperationFailed(f"git {args[0]} failed: {first}")
+    return proc

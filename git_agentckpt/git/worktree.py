@@ -1,0 +1,256 @@
+"""The working tree as git sees it, through a private index; and writing a tree back.
+
+A full snapshot runs git itself (`add -A`, `write-tree`) on a private index in
+`.git/agent/` seeded from the user's index with its mtime kept, so unchanged
+files are not hashed again and racy-git edits are still seen. git is faster
+than libgit2 here (libgit2's add never writes refreshed stat data back), and
+it handles nested repositories as gitlinks. Secret paths are kept out by a
+private excludes file, so they never reach the object store.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from git_agentckpt.errors import OperationFailed, UsageError
+from git_agentckpt.git.repo import Change, GitRepo
+from git_agentckpt.git.run import run_git
+
+GITLINK = 0o160000
+SYMLINK = 0o120000
+
+
+def agent_dir(repo: GitRepo) -> str:
+    path = os.path.join(repo.git_dir, "agent")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+@contextmanager
+def locked(path: str) -> Iterator[None]:
+    """An exclusive flock on `path` (released by the kernel if we are killed)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _global_excludes(repo: GitRepo) -> str:
+    configured = repo.config_get("core.excludesFile") or repo.config_get("core.excludesfile")
+    if configured:
+        path = os.path.expanduser(configured)
+    else:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        path = os.path.join(base, "git", "ignore")
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _write_if_changed(path: str, content: str) -> None:
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            if fh.read() == content:
+                return
+    except OSError:
+        pass
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        fh.write(content)
+    os.replace(tmp, path)
+
+
+def _seed_index(repo: GitRepo, index: str) -> None:
+    user_index = os.path.join(repo.git_dir, "index")
+    if os.path.exists(user_index):
+        shutil.copy2(user_index, index)  # keep the mtime: racy-git detection depends on it
+    else:
+        return
+    env = {"GIT_INDEX_FILE": index}
+    listing = run_git(["ls-files", "-v", "-z"], cwd=repo.workdir, env=env).stdout
+    assumed: list[bytes] = []
+    skipped: list[bytes] = []
+    for rec in listing.split(b"\0"):
+        if len(rec) < 3:
+            continue
+        tag, path = rec[:1], rec[2:]
+        if tag.islower():
+            assumed.append(path)
+        elif tag == b"S" and os.path.lexists(os.path.join(repo.workdir.encode(), path)):
+            skipped.append(path)
+    for flag, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
+        if paths:
+            run_git(
+                ["update-index", flag, "-z", "--stdin"],
+                cwd=repo.workdir,
+                env=env,
+                input=b"\0".join(paths) + b"\0",
+            )
+
+
+def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+    """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
+    base = agent_dir(repo)
+    index = os.path.join(base, "index")
+    excludes = os.path.join(base, "exclude")
+    with locked(os.path.join(base, "index.flock")):
+        # under our flock nobody else uses the private index: a lock left by a killed git is stale
+        if os.path.exists(index + ".lock"):
+            os.unlink(index + ".lock")
+        if not os.path.exists(index):
+            _seed_index(repo, index)
+        _write_if_changed(
+            excludes,
+            _global_excludes(repo)
+            + "\n# git-ckpt secret_paths: never snapshotted\n"
+            + "".join(p + "\n" for p in secret_paths),
+        )
+        env = {"GIT_INDEX_FILE": index}
+        config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
+        proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
+        if proc.returncode != 0:
+            reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise OperationFailed(
+                "cannot snapshot the working tree: " + (reason[-1] if reason else "git add failed"),
+                hint="fix the path git names (e.g. an empty nested repository) "
+                "or add it to .gitignore",
+            )
+        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    return tree
+
+
+def private_index_path(repo: GitRepo) -> str:
+    return os.path.join(agent_dir(repo), "index")
+
+
+# -- writing a tree back to the working tree ----------------------------------------
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    writes: tuple[Change, ...]  # A / M / T: bring to new_id
+    deletes: tuple[Change, ...]  # D: remove
+    skipped: tuple[str, ...]  # gitlinks (nested repositories) are never written
+
+
+def _check_path(path: str) -> None:
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise UsageError(f"refusing unsafe path in snapshot: {path!r}")
+    if any(p.lower() == ".git" for p in parts):
+        raise UsageError(f"refusing to write inside .git: {path!r}")
+
+
+def _check_no_symlink_parent(root: str, path: str) -> None:
+    current = root
+    for part in path.split("/")[:-1]:
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise UsageError(
+                f"refusing to write {path!r}: "
+                f"{os.path.relpath(current, root)!r} is a symbolic link",
+                hint="remove the link or restore into a clean clone",
+            )
+
+
+def _case_insensitive_fs(repo: GitRepo) -> bool:
+    probe = os.path.join(repo.git_dir, "HEAD")
+    return os.path.exists(os.path.join(repo.git_dir, "head")) and os.path.exists(probe)
+
+
+def plan_restore(repo: GitRepo, current_tree: str, target_tree: str) -> RestorePlan:
+    changes = repo.diff_trees(current_tree, target_tree)
+    writes: list[Change] = []
+    deletes: list[Change] = []
+    skipped: list[str] = []
+    for ch in changes:
+        _check_path(ch.path)
+        if ch.new_mode == GITLINK or ch.old_mode == GITLINK:
+            skipped.append(ch.path)
+        elif ch.status == "D":
+            deletes.append(ch)
+        else:
+            writes.append(ch)
+    if _case_insensitive_fs(repo):
+        seen: dict[str, str] = {}
+        for f in repo.tree_files(target_tree):
+            key = f.path.lower()
+            if key in seen:
+                raise UsageError(
+                    f"refusing to restore: {seen[key]!r} and {f.path!r} collide on this "
+                    "case-insensitive file system"
+                )
+            seen[key] = f.path
+    return RestorePlan(tuple(writes), tuple(deletes), tuple(skipped))
+
+
+def apply_restore(repo: GitRepo, plan: RestorePlan) -> None:
+    root = repo.workdir
+    for ch in plan.writes + plan.deletes:
+        _check_no_symlink_parent(root, ch.path)
+    for ch in sorted(plan.deletes, key=lambda c: c.path.count("/"), reverse=True):
+        full = os.path.join(root, ch.path)
+        if (os.path.lexists(full) and not os.path.isdir(full)) or os.path.islink(full):
+            os.unlink(full)
+        _prune_empty_dirs(root, os.path.dirname(ch.path))
+    for ch in plan.writes:
+        assert ch.new_id is not None
+        _write_file(root, ch.path, repo.read_blob(ch.new_id), ch.new_mode)
+
+
+def _prune_empty_dirs(root: str, rel: str) -> None:
+    while rel:
+        try:
+            os.rmdir(os.path.join(root, rel))
+        except OSError:
+            return
+        rel = os.path.dirname(rel)
+
+
+def _write_file(root: str, rel: str, data: bytes, mode: int) -> None:
+    full = os.path.join(root, rel)
+    parent = os.path.dirname(full)
+    # a file standing where a directory must be (type change) goes first
+    probe = root
+    for part in rel.split("/")[:-1]:
+        probe = os.path.join(probe, part)
+        if os.path.lexists(probe) and not os.path.isdir(probe):
+            os.unlink(probe)
+    os.makedirs(parent, exist_ok=True)
+    if os.path.isdir(full) and not os.path.islink(full):
+        if os.listdir(full):
+            raise OperationFailed(
+                f"cannot restore {rel!r}: a non-empty directory is in the way",
+                hint="move it away and run restore again",
+            )
+        os.rmdir(full)
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=".ckpt-restore-")
+    try:
+        if mode == SYMLINK:
+            os.close(fd)
+            os.unlink(tmp)
+            os.symlink(os.fsdecode(data), tmp)
+        else:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o755 if mode & 0o111 else 0o644)
+        os.replace(tmp, full)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise

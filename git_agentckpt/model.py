@@ -1,0 +1,363 @@
+"""Dataclasses and the v1 JSON formats of events, task state and checkpoints (pure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+from git_agentckpt.errors import BadStateError, UnknownVersion
+
+FORMAT_VERSION = 1
+JSON = Any  # a JSON value (dict/list/str/int/float/bool/None)
+
+TASK_STATUSES = ("active", "recovering", "done", "failed")
+STEP_STATUSES = ("pending", "in_progress", "done", "failed", "skipped")
+StepStatus = Literal["pending", "in_progress", "done", "failed", "skipped"]
+STATE_EVENTS = ("task.start", "step.start", "step.end", "state.update")
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def new_ulid(now: float | None = None) -> str:
+    """A 26-character ULID: 48-bit millisecond time + 80 random bits, sortable."""
+    ms = int((time.time() if now is None else now) * 1000)
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    return "".join(_CROCKFORD[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
+
+
+def is_ulid(text: str) -> bool:
+    return bool(_ID_RE.match(text))
+
+
+def iso_now(now: float | None = None) -> str:
+    ts = time.time() if now is None else now
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def dumps(value: JSON) -> str:
+    """Canonical compact JSON: sorted keys, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def check_version(obj: Mapping[str, JSON], what: str) -> None:
+    v = obj.get("v")
+    if v != FORMAT_VERSION:
+        raise UnknownVersion(
+            f"{what} has format version {v!r}, this git-ckpt reads version {FORMAT_VERSION}",
+            hint="upgrade git-agentckpt (pip install -U git-agentckpt)",
+        )
+
+
+# -- events ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    seq: int
+    ts: str
+    task: str
+    type: str
+    actor: dict[str, JSON] = field(default_factory=dict)
+    input: JSON = None
+    output: JSON = None
+    links: dict[str, JSON] = field(default_factory=dict)
+    data: dict[str, JSON] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {
+            "v": FORMAT_VERSION,
+            "id": self.id,
+            "seq": self.seq,
+            "ts": self.ts,
+            "task": self.task,
+            "type": self.type,
+            "actor": self.actor,
+        }
+        if self.input is not None:
+            out["input"] = self.input
+        if self.output is not None:
+            out["output"] = self.output
+        if self.links:
+            out["links"] = self.links
+        if self.data:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, JSON]) -> Event:
+        check_version(obj, "event")
+        try:
+            return cls(
+                id=str(obj["id"]),
+                seq=int(obj["seq"]),
+                ts=str(obj["ts"]),
+                task=str(obj["task"]),
+                type=str(obj["type"]),
+                actor=dict(obj.get("actor") or {}),
+                input=obj.get("input"),
+                output=obj.get("output"),
+                links=dict(obj.get("links") or {}),
+                data=dict(obj.get("data") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadStateError(f"malformed event: {exc}") from exc
+
+    def summary(self) -> str:
+        """One readable line: the subject of the event's commit."""
+        bits = [self.type]
+        step = self.links.get("step")
+        if step:
+            bits.append(f"step={step}")
+        ckpt = self.links.get("checkpoint")
+        if isinstance(ckpt, str):
+            bits.append(f"checkpoint={ckpt[:12]}")
+        agent = self.actor.get("agent")
+        if agent:
+            bits.append(f"by {agent}")
+        text = self.data.get("message") or self.data.get("status")
+        if isinstance(text, str) and text:
+            bits.append(f"- {text[:60]}")
+        return f"#{self.seq} " + " ".join(str(b) for b in bits)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event as a caller proposes it: id, seq, ts and task are assigned on append."""
+
+    type: str
+    actor: dict[str, JSON] = field(default_factory=dict)
+    input: JSON = None
+    output: JSON = None
+    links: dict[str, JSON] = field(default_factory=dict)
+    data: dict[str, JSON] = field(default_factory=dict)
+
+    @classmethod
+    def from_payload(cls, type_: str, payload: Mapping[str, JSON], actor: str | None) -> NewEvent:
+        """From the `--json` payload of `git ckpt event`: known keys, the rest as data."""
+        known = {"input", "output", "links", "actor", "checkpoint", "step"}
+        links = dict(payload.get("links") or {})
+        for key in ("checkpoint", "step"):
+            if key in payload:
+                links[key] = payload[key]
+        who = dict(payload.get("actor") or {})
+        if actor:
+            who["agent"] = actor
+        return cls(
+            type=type_,
+            actor=who,
+            input=payload.get("input"),
+            output=payload.get("output"),
+            links=links,
+            data={k: v for k, v in payload.items() if k not in known},
+        )
+
+
+_TYPE_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
+
+
+def check_event_type(type_: str) -> None:
+    if not _TYPE_RE.match(type_):
+        raise BadStateError(
+            f"invalid event type {type_!r}",
+            hint="use dotted lower-case words such as tool.call or model.call",
+        )
+
+
+# -- task state ------------------------------------------------------------------------
+
+
+def new_state(
+    task: str, goal: str, steps: list[tuple[str, str]], constraints: list[str]
+) -> dict[str, JSON]:
+    state: dict[str, JSON] = {
+        "v": FORMAT_VERSION,
+        "task": task,
+        "goal": goal,
+        "status": "active",
+        "steps": [
+            {"id": sid, "title": title, "status": "pending", "inputs": [], "outputs": None}
+            for sid, title in steps
+        ],
+        "current_step": None,
+        "constraints": list(constraints),
+        "env": {},
+        "usage": {},
+        "summary": {"text": "", "authoritative": False},
+    }
+    return normalize_state(state)
+
+
+def _steps(state: Mapping[str, JSON]) -> list[dict[str, JSON]]:
+    return cast(list[dict[str, JSON]], state.get("steps") or [])
+
+
+def find_step(state: Mapping[str, JSON], step_id: str) -> dict[str, JSON] | None:
+    for step in _steps(state):
+        if step.get("id") == step_id:
+            return step
+    return None
+
+
+def normalize_state(state: dict[str, JSON]) -> dict[str, JSON]:
+    """Validate shape and recompute the derived `todo` and `done` lists."""
+    check_version(state, "task state")
+    if not isinstance(state.get("task"), str):
+        raise BadStateError("task state needs a string 'task'")
+    if not isinstance(state.get("goal", ""), str):
+        raise BadStateError("task state 'goal' must be a string")
+    if state.get("status", "active") not in TASK_STATUSES:
+        raise BadStateError(
+            f"task status {state.get('status')!r} is not one of {', '.join(TASK_STATUSES)}"
+        )
+    steps = state.get("steps", [])
+    if not isinstance(steps, list):
+        raise BadStateError("task state 'steps' must be a list")
+    seen: set[str] = set()
+    for step in steps:
+        if not isinstance(step, dict) or not isinstance(step.get("id"), str):
+            raise BadStateError("every step needs a string 'id'")
+        sid = step["id"]
+        if not _STEP_ID_RE.match(sid):
+            raise BadStateError(f"invalid step id {sid!r}", hint="use [A-Za-z0-9_.-], at most 64")
+        if sid in seen:
+            raise BadStateError(f"step id {sid!r} appears twice")
+        seen.add(sid)
+        step.setdefault("title", sid)
+        step.setdefault("status", "pending")
+        step.setdefault("inputs", [])
+        step.setdefault("outputs", None)
+        if step["status"] not in STEP_STATUSES:
+            raise BadStateError(
+                f"step {sid!r} has status {step['status']!r}, not one of {', '.join(STEP_STATUSES)}"
+            )
+    constraints = state.setdefault("constraints", [])
+    if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
+        raise BadStateError("task state 'constraints' must be a list of constraint ids")
+    current = state.setdefault("current_step", None)
+    if current is not None and current not in seen:
+        raise BadStateError(f"current_step {current!r} is not a step of the task")
+    state.setdefault("status", "active")
+    state.setdefault("env", {})
+    state.setdefault("usage", {})
+    summary = state.get("summary")
+    if isinstance(summary, str):
+        summary = {"text": summary}
+    if not isinstance(summary, dict):
+        summary = {"text": ""}
+    summary["authoritative"] = False  # never used to decide anything on resume
+    state["summary"] = summary
+    state["todo"] = [s["id"] for s in steps if s["status"] in ("pending", "in_progress", "failed")]
+    state["done"] = [s["id"] for s in steps if s["status"] == "done"]
+    return state
+
+
+def check_update(old: Mapping[str, JSON], new: Mapping[str, JSON]) -> None:
+    """Refuse updates that delete or reword a step or drop a constraint."""
+    if new.get("task") != old.get("task"):
+        raise BadStateError(f"a state update cannot rename task {old.get('task')!r}")
+    new_steps = {s["id"]: s for s in _steps(new)}
+    for step in _steps(old):
+        sid = step["id"]
+        if sid not in new_steps:
+            raise BadStateError(
+                f"state update deletes step {sid!r}; steps are never deleted",
+                hint="mark it skipped instead",
+            )
+        if new_steps[sid].get("title") != step.get("title"):
+            raise BadStateError(
+                f"state update rewords step {sid!r}; step titles never change",
+                hint="add a new step instead",
+            )
+    old_c = cast(list[str], old.get("constraints") or [])
+    new_c = cast(list[str], new.get("constraints") or [])
+    missing = [c for c in old_c if c not in new_c]
+    if missing:
+        raise BadStateError(
+            f"state update drops constraint {missing[0]!r}; constraints are never removed"
+        )
+
+
+def merge_update(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> dict[str, JSON]:
+    """Apply a state patch: top-level keys replace, `steps` merge by id, `constraints` union."""
+    new = json.loads(json.dumps(old))
+    for key, value in patch.items():
+        if key == "v":
+            continue
+        if key == "steps" and isinstance(value, list):
+            by_id = {s["id"]: s for s in _steps(new)}
+            for step in value:
+                if not isinstance(step, dict) or "id" not in step:
+                    raise BadStateError("every step in a state update needs an 'id'")
+                if step["id"] in by_id:
+                    by_id[step["id"]].update(step)
+                else:
+                    new["steps"].append(dict(step))
+        elif key == "constraints" and isinstance(value, list):
+            new["constraints"] = list(new.get("constraints") or []) + [
+                c for c in value if c not in (new.get("constraints") or [])
+            ]
+        elif key in ("env", "usage") and isinstance(value, dict):
+            new.setdefault(key, {}).update(value)
+        else:
+            new[key] = value
+    new = normalize_state(new)
+    check_update(old, new)
+    return new
+
+
+def apply_event(state: dict[str, JSON] | None, event: Event) -> dict[str, JSON] | None:
+    """Replay one state-changing event logged after the latest checkpoint."""
+    if event.type == "task.start":
+        started = event.data.get("state")
+        return (
+            normalize_state(json.loads(json.dumps(started))) if isinstance(started, dict) else state
+        )
+    if state is None:
+        return None
+    step_id = event.links.get("step")
+    if event.type == "step.start" and isinstance(step_id, str):
+        step = find_step(state, step_id)
+        if step is not None:
+            step["status"] = "in_progress"
+            state["current_step"] = step_id
+    elif event.type == "step.end" and isinstance(step_id, str):
+        step = find_step(state, step_id)
+        # "done" only counts once its checkpoint commits; a logged failure counts at once
+        if step is not None and event.data.get("status") == "failed":
+            step["status"] = "failed"
+            step["outputs"] = event.data.get("outputs")
+    elif event.type == "state.update":
+        patch = event.data.get("patch")
+        if isinstance(patch, dict):
+            return merge_update(state, patch)
+    return normalize_state(state)
+
+
+# -- checkpoint commit messages ----------------------------------------------------------
+
+TRAILER_KEYS = ("Checkpoint-Id", "Task", "Kind", "Trigger", "Step", "Seq", "Baseline", "Head")
+
+
+def checkpoint_message(subject: str, trailers: Mapping[str, str]) -> str:
+    lines = [subject.replace("\n", " ").strip(), ""]
+    lines += [f"{k}: {v}" for k, v in trailers.items()]
+    return "\n".join(lines) + "\n"
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    paragraphs = message.strip().split("\n\n")
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].splitlines() if len(paragraphs) > 1 else []:
+        key, sep, value = line.partition(": ")
+        if sep and key in TRAILER_KEYS:
+            out[key] = value.strip()
+    return out

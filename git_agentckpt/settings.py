@@ -1,0 +1,146 @@
+"""Settings in `.agent/ckpt.toml` (read with tomllib, written by `init` with tomli-w)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomli_w
+
+from git_agentckpt.errors import UsageError
+from git_agentckpt.redact import DEFAULT_SECRET_PATHS
+
+SETTINGS_PATH = ".agent/ckpt.toml"
+CONTRACTS_DIR = ".agent/contracts"
+
+DEFAULT_REGENERABLE = (
+    "*.log",
+    "*.pyc",
+    "__pycache__/",
+    ".cache/",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    "build/",
+    "dist/",
+    "*.egg-info/",
+    "node_modules/",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    secret_paths: tuple[str, ...] = DEFAULT_SECRET_PATHS
+    regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
+    env_files: tuple[str, ...] = ()
+    key_inputs: tuple[str, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> Mapping[str, Any]:
+        value = self.raw.get(name, {})
+        return value if isinstance(value, dict) else {}
+
+
+def _strings(
+    table: Mapping[str, Any], key: str, default: tuple[str, ...], path: str
+) -> tuple[str, ...]:
+    if key not in table:
+        return default
+    value = table[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{path}: '{key}' must be a list of strings")
+    return tuple(value)
+
+
+def load_settings(workdir: str) -> Settings:
+    path = os.path.join(workdir, SETTINGS_PATH)
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        return Settings()
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{SETTINGS_PATH}: {exc}", hint="fix the TOML syntax") from exc
+    snap = raw.get("snapshot", {})
+    env = raw.get("env", {})
+    if not isinstance(snap, dict) or not isinstance(env, dict):
+        raise UsageError(f"{SETTINGS_PATH}: [snapshot] and [env] must be tables")
+    return Settings(
+        secret_paths=_strings(snap, "secret_paths", DEFAULT_SECRET_PATHS, SETTINGS_PATH),
+        regenerable=_strings(snap, "regenerable", DEFAULT_REGENERABLE, SETTINGS_PATH),
+        env_files=_strings(env, "files", (), SETTINGS_PATH),
+        key_inputs=_strings(env, "key_inputs", (), SETTINGS_PATH),
+        raw=raw,
+    )
+
+
+def default_settings_document() -> dict[str, Any]:
+    return {
+        "snapshot": {
+            "secret_paths": list(DEFAULT_SECRET_PATHS),
+            "regenerable": list(DEFAULT_REGENERABLE),
+        },
+        "env": {"files": [], "key_inputs": []},
+    }
+
+
+SETTINGS_HEADER = """\
+# git-ckpt settings (see `man git-ckpt`, section SETTINGS).
+# [snapshot] secret_paths: gitignore-style globs never stored in a snapshot.
+# [snapshot] regenerable: files that resume may clean and regenerate.
+# [env] files: files whose sha256 every checkpoint records in its env.
+# [env] key_inputs: files (configs, data) every checkpoint asserts by sha256.
+
+"""
+
+CONSTRAINTS_MD = """\
+# Constraints of this project
+
+Long-term rules for agents working here, written for people. Keep the
+machine-checkable version in `constraints.yaml` beside this file: every
+checkpoint carries both, so a context compaction can never erase them.
+
+- (none yet)
+"""
+
+CONSTRAINTS_YAML = """\
+# Machine-checkable constraints (see `man git-ckpt`, section CONTRACTS).
+# A new repository has no active constraint; the entries below are examples.
+constraints: []
+#  - id: seed42
+#    text: Experiments must use seed 42
+#    severity: block            # block | warn
+#    check: {kind: json_value, file: config.json, path: train.seed, equals: 42}
+#  - id: api-frozen
+#    text: Do not modify the public API under src/api
+#    severity: block
+#    check: {kind: protected_paths, paths: ["src/api/**"]}
+#  - id: smoke
+#    text: The smoke test passes
+#    severity: warn
+#    check: {kind: command, argv: ["pytest", "-q", "tests/smoke"], timeout: 60}
+"""
+
+
+def init_files(workdir: str) -> tuple[list[str], list[str]]:
+    """Write the settings file and contract templates; never overwrite. (created, kept)."""
+    files = {
+        SETTINGS_PATH: SETTINGS_HEADER + tomli_w.dumps(default_settings_document()),
+        f"{CONTRACTS_DIR}/constraints.md": CONSTRAINTS_MD,
+        f"{CONTRACTS_DIR}/constraints.yaml": CONSTRAINTS_YAML,
+    }
+    created: list[str] = []
+    kept: list[str] = []
+    for rel, content in files.items():
+        full = os.path.join(workdir, rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        try:
+            with open(full, "x", encoding="utf-8") as fh:
+                fh.write(content)
+            created.append(rel)
+        except FileExistsError:
+            kept.append(rel)
+    return created, kept

@@ -1,0 +1,308 @@
+"""Checkpoint commits under `refs/agent/checkpoints/<task>`, created in write-ahead order.
+
+1. write the snapshot tree and the commit object (nothing points at them yet);
+2. write the notes of that commit (state, assertions);
+3. append `checkpoint.prepare` naming the commit;
+4. compare-and-swap the checkpoint ref from its old value: the commit point;
+5. append `checkpoint.commit`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from git_agentckpt.errors import CorruptError, NotFound
+from git_agentckpt.git.notes import read_note, write_notes
+from git_agentckpt.git.repo import CommitInfo, GitRepo
+from git_agentckpt.git.worktree import locked, snapshot_tree
+from git_agentckpt.model import (
+    JSON,
+    NewEvent,
+    check_version,
+    checkpoint_message,
+    dumps,
+    is_ulid,
+    new_ulid,
+    parse_trailers,
+)
+from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, STATE_NOTES, TaskName
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str  # Checkpoint-Id (a ULID)
+    commit: str
+    task: str
+    number: int
+    kind: str  # full | light
+    trigger: str
+    step: str | None
+    baseline: str | None
+    head: str | None
+    subject: str
+    time: int
+    tree: str
+    parent: str | None  # the previous checkpoint of the task, if any
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "id": self.id,
+            "commit": self.commit,
+            "task": self.task,
+            "number": self.number,
+            "kind": self.kind,
+            "trigger": self.trigger,
+            "step": self.step,
+            "baseline": self.baseline,
+            "head": self.head,
+            "subject": self.subject,
+            "time": self.time,
+            "tree": self.tree,
+            "parent": self.parent,
+        }
+
+
+def _none(value: str | None) -> str | None:
+    return None if value in (None, "", "none") else value
+
+
+def parse_checkpoint(info: CommitInfo) -> Checkpoint | None:
+    """The checkpoint a commit records, or None if it is not a checkpoint commit."""
+    tr = parse_trailers(info.message)
+    if "Checkpoint-Id" not in tr or "Task" not in tr:
+        return None
+    prev = info.parents[0] if info.parents else None
+    baseline = _none(tr.get("Baseline"))
+    return Checkpoint(
+        id=tr["Checkpoint-Id"],
+        commit=info.id,
+        task=tr["Task"],
+        number=int(tr.get("Seq", "0") or 0),
+        kind=tr.get("Kind", "full"),
+        trigger=tr.get("Trigger", "manual"),
+        step=_none(tr.get("Step")),
+        baseline=baseline,
+        head=_none(tr.get("Head")),
+        subject=info.message.split("\n", 1)[0],
+        time=info.time,
+        tree=info.tree,
+        parent=prev if prev is not None and prev != baseline else None,
+    )
+
+
+_TILDE = re.compile(r"^(?P<task>.+?)~(?P<n>\d+)$")
+_HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
+
+
+class CheckpointStore:
+    def __init__(self, repo: GitRepo, log: EventLog) -> None:
+        self.repo = repo
+        self.log = log
+
+    # -- reading ----------------------------------------------------------------------
+
+    def tasks(self) -> list[TaskName]:
+        return [TaskName.from_ref(r) for r in sorted(self.repo.list_refs(CHECKPOINTS))]
+
+    def tip(self, task: TaskName) -> Checkpoint | None:
+        commit = self.repo.read_ref(task.checkpoints_ref)
+        return self.get(commit) if commit else None
+
+    def get(self, commit: str) -> Checkpoint:
+        ckpt = parse_checkpoint(self.repo.read_commit(commit))
+        if ckpt is None:
+            raise NotFound(f"{commit[:12]} is not a checkpoint commit")
+        return ckpt
+
+    def chain(self, task: TaskName, start: str | None = None) -> Iterator[Checkpoint]:
+        """Checkpoints of `task`, newest first, from the tip (or `start`)."""
+        current = start or self.repo.read_ref(task.checkpoints_ref)
+        while current:
+            ckpt = parse_checkpoint(self.repo.read_commit(current))
+            if ckpt is None or ckpt.task != task.name:
+                return
+            yield ckpt
+            current = ckpt.parent
+
+    def state_note(self, commit: str) -> dict[str, JSON] | None:
+        data = read_note(self.repo, STATE_NOTES, commit)
+        if data is None:
+            return None
+        try:
+            obj = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise CorruptError(f"the state note of {commit[:12]} is not JSON") from exc
+        if not isinstance(obj, dict):
+            raise CorruptError(f"the state note of {commit[:12]} is not a JSON object")
+        check_version(obj, f"the state note of {commit[:12]}")
+        return obj
+
+    def assertions_note(self, commit: str) -> list[JSON]:
+        data = read_note(self.repo, ASSERTION_NOTES, commit)
+        if data is None:
+            return []
+        obj = json.loads(data)
+        check_version(obj, f"the assertions note of {commit[:12]}")
+        items = obj.get("assertions", [])
+        return items if isinstance(items, list) else []
+
+    def resolve(self, name: str) -> Checkpoint:
+        """TASK (its tip), TASK~N, a Checkpoint-Id, or a commit sha / sha prefix."""
+        name = name.strip()
+        tasks = {t.name: t for t in self.tasks()}
+        if name in tasks:
+            tip = self.tip(tasks[name])
+            if tip is not None:
+                return tip
+        m = _TILDE.match(name)
+        if m and m["task"] in tasks:
+            chain = list(self.chain(tasks[m["task"]]))
+            n = int(m["n"])
+            if n >= len(chain):
+                raise NotFound(
+                    f"{name}: task {m['task']!r} has only {len(chain)} checkpoints",
+                    hint=f"use {m['task']}~0 .. {m['task']}~{len(chain) - 1}",
+                )
+            return chain[n]
+        if is_ulid(name.upper()):
+            for task in tasks.values():
+                for ckpt in self.chain(task):
+                    if ckpt.id == name.upper():
+                        return ckpt
+        if _HEX.match(name):
+            commit = self.repo.resolve_prefix(name)
+            if commit is not None:
+                found = parse_checkpoint(self.repo.read_commit(commit))
+                if found is not None:
+                    return found
+        raise NotFound(
+            f"unknown checkpoint {name!r}",
+            hint="name one as TASK, TASK~N, a Checkpoint-Id or a commit sha; see `git ckpt list`",
+        )
+
+    # -- writing ----------------------------------------------------------------------
+
+    def create(
+        self,
+        task: TaskName,
+        *,
+        message: str,
+        light: bool,
+        trigger: str,
+        step: str | None,
+        state: Mapping[str, JSON],
+        assertions: Sequence[JSON] = (),
+        secret_paths: Sequence[str] = (),
+        actor: Mapping[str, JSON] | None = None,
+    ) -> Checkpoint:
+        """Create one checkpoint in write-ahead order (see the module docstring)."""
+        lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
+        os.makedirs(lock_dir, exist_ok=True)
+        with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
+            for _ in range(20):
+                made = self._create_once(
+                    task, message, light, trigger, step, state, assertions, secret_paths, actor
+                )
+                if made is not None:
+                    return made
+        from git_agentckpt.errors import ConflictError
+
+        raise ConflictError(
+            f"checkpoint ref of {task} kept moving under another writer",
+            hint="nothing was committed; run the command again",
+        )
+
+    def _create_once(
+        self,
+        task: TaskName,
+        message: str,
+        light: bool,
+        trigger: str,
+        step: str | None,
+        state: Mapping[str, JSON],
+        assertions: Sequence[JSON],
+        secret_paths: Sequence[str],
+        actor: Mapping[str, JSON] | None,
+    ) -> Checkpoint | None:
+        repo = self.repo
+        old = repo.read_ref(task.checkpoints_ref)
+        prev = self.get(old) if old else None
+        head = repo.head()
+        baseline = prev.baseline if prev else head
+        # 1. snapshot tree and commit object: invisible until the ref moves
+        if light:
+            if prev is not None:
+                tree = prev.tree
+            elif baseline is not None:
+                tree = repo.read_commit(baseline).tree
+            else:
+                tree = repo.empty_tree()
+        else:
+            tree = snapshot_tree(repo, secret_paths)
+        parents = [old] if old else ([head] if head else [])
+        if prev is not None and head and head != prev.head and head not in parents:
+            parents.append(head)
+        redactor = self.log.redactor
+        message = redactor.text(message)
+        clean_state = redactor.value(dict(state))
+        number = (prev.number if prev else 0) + 1
+        ckpt_id = new_ulid()
+        kind = "light" if light else "full"
+        subject = f"checkpoint {number} of {task}" + (f": {message}" if message else "")
+        trailers = {
+            "Checkpoint-Id": ckpt_id,
+            "Task": task.name,
+            "Kind": kind,
+            "Trigger": trigger,
+            "Step": step or "none",
+            "Seq": str(number),
+            "Baseline": baseline or "none",
+            "Head": head or "none",
+        }
+        commit = repo.commit(tree, parents, checkpoint_message(subject, trailers))
+        # 2. notes of that commit
+        notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
+        write_notes(repo, STATE_NOTES, {commit: dumps(clean_state).encode()}, notes_msg)
+        if assertions:
+            body = dumps({"v": 1, "assertions": redactor.value(list(assertions))}).encode()
+            write_notes(repo, ASSERTION_NOTES, {commit: body}, notes_msg)
+        links: dict[str, JSON] = {"checkpoint": commit}
+        if step:
+            links["step"] = step
+        data: dict[str, JSON] = {"kind": kind, "trigger": trigger, "number": number, "id": ckpt_id}
+        who = dict(actor or {})
+        # 3. write-ahead record
+        self.log.append(task, [NewEvent("checkpoint.prepare", who, links=links, data=data)])
+        # 4. the commit point
+        if not repo.cas_ref(task.checkpoints_ref, commit, old, f"git ckpt: {subject}"):
+            self.log.append(
+                task,
+                [
+                    NewEvent(
+                        "checkpoint.abort", who, links=links, data={**data, "reason": "ref moved"}
+                    )
+                ],
+            )
+            return None
+        # 5. done
+        self.log.append(task, [NewEvent("checkpoint.commit", who, links=links, data=data)])
+        return Checkpoint(
+            id=ckpt_id,
+            commit=commit,
+            task=task.name,
+            number=number,
+            kind=kind,
+            trigger=trigger,
+            step=step,
+            baseline=baseline,
+            head=head,
+            subject=subject,
+            time=repo.read_commit(commit).time,
+            tree=tree,
+            parent=old,
+        )

@@ -1,0 +1,133 @@
+"""The append-only event log: an orphan history `refs/agent/events/<task>`.
+
+One commit per append (a single event or a batch). The subject is one readable
+line, the body holds the events as JSON Lines; the tree is empty. Appends are
+compare-and-swap moves of the log ref, so concurrent writers never lose an
+event: a writer that lost the race rebuilds its commit on the new tip.
+Secrets are redacted before the commit object is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+
+from git_agentckpt.errors import CorruptError
+from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
+from git_agentckpt.model import JSON, Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
+from git_agentckpt.redact import Redactor, default_redactor
+from git_agentckpt.store.refs import EVENTS, TaskName
+
+
+def _parse_body(info: CommitInfo) -> list[Event]:
+    _, _, body = info.message.partition("\n\n")
+    events = []
+    for line in body.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorruptError(f"event log commit {info.id[:12]} holds malformed JSON") from exc
+        events.append(Event.from_json(obj))
+    return events
+
+
+def _subject(events: Sequence[Event]) -> str:
+    if len(events) == 1:
+        return events[0].summary()
+    types = sorted({e.type for e in events})
+    shown = ", ".join(types[:4]) + (", …" if len(types) > 4 else "")
+    return f"#{events[0].seq}..#{events[-1].seq} batch of {len(events)} events: {shown}"
+
+
+class EventLog:
+    def __init__(self, repo: GitRepo, redactor: Redactor | None = None) -> None:
+        self.repo = repo
+        self._redactor = redactor
+
+    @property
+    def redactor(self) -> Redactor:
+        return self._redactor or default_redactor()
+
+    def tasks(self) -> list[TaskName]:
+        return [TaskName.from_ref(r) for r in sorted(self.repo.list_refs(EVENTS))]
+
+    def _redact(self, ev: NewEvent) -> NewEvent:
+        r = self.redactor
+        return NewEvent(
+            type=ev.type,
+            actor=_as_dict(r.value(ev.actor)),
+            input=r.value(ev.input),
+            output=r.value(ev.output),
+            links=ev.links,
+            data=_as_dict(r.value(ev.data)),
+        )
+
+    def append(self, task: TaskName, new_events: Sequence[NewEvent]) -> list[Event]:
+        """Append events in one commit; returns them with id, seq and ts assigned."""
+        if not new_events:
+            return []
+        for ev in new_events:
+            check_event_type(ev.type)
+        clean = [self._redact(ev) for ev in new_events]
+        ref = task.events_ref
+        result: list[Event] = []
+
+        def attempt() -> str | None:
+            old = self.repo.read_ref(ref)
+            last_seq = self._last_seq(old)
+            ts = iso_now()
+            events = [
+                Event(
+                    id=new_ulid(),
+                    seq=last_seq + i + 1,
+                    ts=ts,
+                    task=task.name,
+                    type=ev.type,
+                    actor=ev.actor,
+                    input=ev.input,
+                    output=ev.output,
+                    links=ev.links,
+                    data=ev.data,
+                )
+                for i, ev in enumerate(clean)
+            ]
+            body = "\n".join(dumps(e.to_json()) for e in events)
+            message = _subject(events) + "\n\n" + body + "\n"
+            commit = self.repo.commit(self.repo.empty_tree(), [old] if old else [], message)
+            if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
+                return None
+            result[:] = events
+            return commit
+
+        retry_cas(attempt, f"appending to the event log of {task}")
+        return result
+
+    def _last_seq(self, tip: str | None) -> int:
+        if tip is None:
+            return 0
+        events = _parse_body(self.repo.read_commit(tip))
+        return events[-1].seq if events else 0
+
+    def iter_back(self, task: TaskName) -> Iterator[Event]:
+        """Events newest first (reads only as far back as the caller iterates)."""
+        tip = self.repo.read_ref(task.events_ref)
+        if tip is None:
+            return
+        for info in self.repo.walk(tip):
+            yield from reversed(_parse_body(info))
+
+    def read(self, task: TaskName) -> list[Event]:
+        """All events, oldest first."""
+        events = list(self.iter_back(task))
+        events.reverse()
+        return events
+
+    def exists(self, task: TaskName) -> bool:
+        return self.repo.read_ref(task.events_ref) is not None
+
+
+def _as_dict(value: JSON) -> dict[str, JSON]:
+    return value if isinstance(value, dict) else {}

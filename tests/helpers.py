@@ -1,0 +1,44 @@
+"""Shared test helpers: run the CLI in-process or as a real `git ckpt` subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner, Result
+
+from git_agentckpt.cli.main import cli
+
+BIN_DIR = os.path.dirname(sys.executable)
+
+
+def ckpt(repo: Path, *args: str, input: str | None = None, ok: bool = True) -> Result:
+    """Run `git ckpt -C repo args…` in-process."""
+    result = CliRunner().invoke(cli, ["-C", str(repo), *args], input=input, catch_exceptions=False)
+    if ok and result.exit_code != 0:
+        raise AssertionError(
+            f"git ckpt {' '.join(args)} exited {result.exit_code}: {result.output}"
+        )
+    return result
+
+
+def ckpt_json(repo: Path, *args: str) -> Any:
+    return json.loads(ckpt(repo, *args, "--json").stdout)
+
+
+def real_ckpt(repo: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed `git ckpt` through real git, as a user would."""
+    env = dict(os.environ)
+    env["PATH"] = BIN_DIR + os.pathsep + env.get("PATH", "")
+    return subprocess.run(
+        ["git", "ckpt", *args], cwd=repo, env=env, capture_output=True, text=True, input=input
+    )
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

@@ -1,0 +1,141 @@
+"""Checkpoints: full and light snapshots, trailers, parents, notes, task resolution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import ckpt, ckpt_json, write
+
+
+def test_full_checkpoint_snapshots_tracked_and_untracked_not_ignored(repo: Path) -> None:
+    write(repo / "src" / "app.py", "print('changed')\n")
+    write(repo / "notes.txt", "untracked\n")
+    write(repo / "run.log", "ignored\n")
+    ck = ckpt_json(repo, "create", "-t", "exp", "-m", "first")
+    tree = ck["tree"]
+    files = git(repo, "ls-tree", "-r", "--name-only", tree).splitlines()
+    assert "notes.txt" in files
+    assert "src/app.py" in files
+    assert "run.log" not in files
+    assert git(repo, "cat-file", "-p", f"{tree}:src/app.py") == "print('changed')"
+    assert git(repo, "rev-parse", "refs/agent/checkpoints/exp") == ck["commit"]
+
+
+def test_commit_message_parents_and_trailers(repo: Path) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    first = ckpt_json(repo, "create", "-t", "exp", "-m", "before run 3", "--trigger", "manual")
+    msg = git(repo, "log", "-1", "--format=%B", first["commit"])
+    assert msg.splitlines()[0] == "checkpoint 1 of exp: before run 3"
+    for key in (
+        "Checkpoint-Id",
+        "Task: exp",
+        "Kind: full",
+        "Trigger: manual",
+        "Step: none",
+        f"Baseline: {head}",
+    ):
+        assert key in msg
+    assert git(repo, "rev-parse", f"{first['commit']}^1") == head
+    second = ckpt_json(repo, "create", "-t", "exp", "--light")
+    parents = git(repo, "rev-list", "--parents", "-n1", second["commit"]).split()[1:]
+    assert parents == [first["commit"]]
+    assert second["tree"] == first["tree"]
+    assert second["kind"] == "light"
+    # the user commits: the next checkpoint links their HEAD as a second parent
+    write(repo / "README.md", "new\n")
+    git(repo, "commit", "-qam", "user work")
+    new_head = git(repo, "rev-parse", "HEAD")
+    third = ckpt_json(repo, "create", "-t", "exp")
+    parents = git(repo, "rev-list", "--parents", "-n1", third["commit"]).split()[1:]
+    assert parents == [second["commit"], new_head]
+    assert third["baseline"] == head
+    chain = git(repo, "log", "--first-parent", "--format=%s", "refs/agent/checkpoints/exp")
+    assert chain.splitlines()[:3] == [
+        "checkpoint 3 of exp",
+        "checkpoint 2 of exp",
+        "checkpoint 1 of exp: before run 3",
+    ]
+
+
+def test_create_prints_id_and_writes_state_note_and_events(repo: Path) -> None:
+    out = ckpt(repo, "create", "-t", "exp").stdout.strip()
+    assert len(out) == 26
+    shown = ckpt_json(repo, "show", out)
+    commit = shown["checkpoint"]["commit"]
+    note = json.loads(git(repo, "notes", "--ref=agent/state", "show", commit))
+    assert note["v"] == 1 and note["task"] == "exp"
+    assert note["summary"]["authoritative"] is False
+    assert "git" in note["env"]["tools"]
+    types = [
+        json.loads(line)["type"] for line in ckpt(repo, "log", "exp", "--json").stdout.splitlines()
+    ]
+    assert types[-2:] == ["checkpoint.prepare", "checkpoint.commit"]
+    subjects = git(repo, "log", "--format=%s", "refs/agent/events/exp").splitlines()
+    assert subjects[0].startswith("#") and "checkpoint.commit" in subjects[0]
+
+
+def test_unchanged_tree_reuses_objects(repo: Path) -> None:
+    a = ckpt_json(repo, "create", "-t", "exp")
+    b = ckpt_json(repo, "create", "-t", "exp")
+    assert a["tree"] == b["tree"]
+
+
+def test_light_first_checkpoint_uses_head_tree(repo: Path) -> None:
+    write(repo / "new.txt", "x\n")
+    ck = ckpt_json(repo, "create", "-t", "exp", "--light")
+    assert ck["tree"] == git(repo, "rev-parse", "HEAD^{tree}")
+
+
+def test_secret_files_never_snapshotted(repo: Path) -> None:
+    write(repo / ".env", "API_TOKEN=abc\n")
+    write(repo / "keys" / "server.pem", "-----BEGIN PRIVATE KEY-----\n")
+    ck = ckpt_json(repo, "create", "-t", "exp")
+    files = git(repo, "ls-tree", "-r", "--name-only", ck["tree"]).splitlines()
+    assert ".env" not in files and "keys/server.pem" not in files
+
+
+def test_unborn_head_repository(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root / "a.txt", "a\n")
+    ck = ckpt_json(root, "create", "-t", "t1")
+    assert ck["baseline"] is None
+    assert git(root, "rev-list", "--parents", "-n1", ck["commit"]).split()[1:] == []
+    assert "a.txt" in git(root, "ls-tree", "-r", "--name-only", ck["tree"])
+
+
+def test_task_resolution(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt(repo, "task", "start", "alpha", "--goal", "g")
+    ck = ckpt_json(repo, "create")  # the single active task
+    assert ck["task"] == "alpha"
+    ckpt(repo, "task", "start", "beta", "--goal", "g")
+    result = ckpt(repo, "create", ok=False)
+    assert result.exit_code == 2
+    assert "2 active tasks" in result.stderr and "-t TASK" in result.stderr
+    monkeypatch.setenv("GIT_CKPT_TASK", "beta")
+    assert ckpt_json(repo, "create")["task"] == "beta"
+
+
+def test_nested_repository_is_a_gitlink(repo: Path) -> None:
+    nested = repo / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git(nested, "init", "-q")
+    write(nested / "x.txt", "x\n")
+    git(nested, "add", "-A")
+    git(nested, "commit", "-qm", "n")
+    ck = ckpt_json(repo, "create", "-t", "exp")
+    entry = git(repo, "ls-tree", ck["tree"], "vendor/lib")
+    assert entry.startswith("160000 commit")
+
+
+def test_private_index_keeps_assume_unchanged_files_rehashed(repo: Path) -> None:
+    git(repo, "update-index", "--assume-unchanged", "README.md")
+    write(repo / "README.md", "edited behind assume-unchanged\n")
+    ck = ckpt_json(repo, "create", "-t", "exp")
+    assert (
+        git(repo, "cat-file", "-p", f"{ck['tree']}:README.md") == "edited behind assume-unchanged"
+    )

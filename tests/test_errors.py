@@ -1,0 +1,126 @@
+"""Bad input: one line on stderr, a documented exit status, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import ckpt, real_ckpt
+from hypothesis import given
+from hypothesis import strategies as st
+
+from git_agentckpt.errors import BadTaskName
+from git_agentckpt.store.refs import TaskName, is_valid_task_name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "a b",
+        "a..b",
+        "/a",
+        "a/",
+        "a//b",
+        ".hidden",
+        "a/.x",
+        "x.lock",
+        "a~1",
+        "a^",
+        "a:b",
+        "a?",
+        "a*",
+        "a[",
+        "a\\b",
+        "end.",
+        "@",
+        "a@{b",
+        "tab\tname",
+    ],
+)
+def test_bad_task_names(repo: Path, name: str) -> None:
+    result = ckpt(repo, "create", "-t", name, ok=False) if name else None
+    if result is not None:
+        assert result.exit_code == 2
+        assert "invalid task name" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    with pytest.raises(BadTaskName):
+        TaskName(name)
+
+
+def test_task_prefix_clash(repo: Path) -> None:
+    ckpt(repo, "task", "start", "a/b", "--goal", "g")
+    result = ckpt(repo, "task", "start", "a", "--goal", "g", ok=False)
+    assert result.exit_code == 2 and "cannot exist beside task 'a/b'" in result.stderr
+
+
+@given(st.text(alphabet=st.characters(codec="ascii", exclude_characters="\x00"), max_size=20))
+def test_task_name_agrees_with_git_check_ref_format(name: str) -> None:
+    ours = is_valid_task_name(name)
+    proc = subprocess.run(
+        ["git", "check-ref-format", f"refs/agent/checkpoints/{name}"], capture_output=True
+    )
+    # git allows a few names we refuse on purpose (none here); we never accept what git refuses
+    if ours:
+        assert proc.returncode == 0, name
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    result = ckpt(tmp_path, "list", ok=False)
+    assert result.exit_code == 4
+    assert "not a git repository" in result.stderr and "git init" in result.stderr
+
+
+def test_bare_repository(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    result = ckpt(bare, "list", ok=False)
+    assert result.exit_code == 4 and "bare repository" in result.stderr
+
+
+def test_unknown_checkpoint_and_task(repo: Path) -> None:
+    assert ckpt(repo, "show", "deadbeef", ok=False).exit_code == 3
+    assert ckpt(repo, "task", "show", "nope", ok=False).exit_code == 3
+    assert ckpt(repo, "log", "nope", ok=False).exit_code == 3
+
+
+def test_malformed_state_json(repo: Path) -> None:
+    result = ckpt(repo, "create", "-t", "t", "--state", "{not json", ok=False)
+    assert result.exit_code == 2 and "not valid JSON" in result.stderr
+    (repo / "state.json").write_text("[1, 2]")
+    result = ckpt(repo, "create", "-t", "t", "--state", "state.json", ok=False)
+    assert result.exit_code == 2 and "JSON object" in result.stderr
+    result = ckpt(repo, "create", "-t", "t", "--state", "missing.json", ok=False)
+    assert result.exit_code == 2 and "cannot read" in result.stderr
+
+
+def test_note_of_unknown_version_fails_closed(repo: Path) -> None:
+    made = json.loads(ckpt(repo, "create", "-t", "t", "--json").stdout)
+    git(
+        repo,
+        "notes",
+        "--ref=agent/state",
+        "add",
+        "-f",
+        "-m",
+        '{"v": 99, "task": "t"}',
+        made["commit"],
+    )
+    result = ckpt(repo, "task", "show", "t", ok=False)
+    assert result.exit_code == 6 and "version 99" in result.stderr and "upgrade" in result.stderr
+    result = ckpt(repo, "show", "t", "--json", ok=False)
+    assert result.exit_code == 6
+    assert json.loads(result.stdout)["exit"] == 6
+
+
+def test_real_git_ckpt_entry_point(repo: Path) -> None:
+    version = real_ckpt(repo, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("git-ckpt ")
+    bad = real_ckpt(repo, "show", "nope")
+    assert bad.returncode == 3
+    assert "Traceback" not in bad.stderr and bad.stderr.startswith("git ckpt: error:")
+    made = real_ckpt(repo, "create", "-t", "sub")
+    assert made.returncode == 0 and len(made.stdout.strip()) == 26

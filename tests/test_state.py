@@ -1,0 +1,140 @@
+"""Task state: start, steps, updates that may not delete or reword, replay after crashes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import git
+from helpers import ckpt, ckpt_json
+
+
+def start(repo: Path) -> None:
+    ckpt(
+        repo,
+        "task",
+        "start",
+        "t",
+        "--goal",
+        "reproduce table 2",
+        "--step",
+        "s1:read papers",
+        "--step",
+        "s2:change model",
+        "--constraint",
+        "seed42",
+        "--model",
+        "m1",
+        "--param",
+        "temp=0.2",
+    )
+
+
+def test_task_start_and_show(repo: Path) -> None:
+    start(repo)
+    state = ckpt_json(repo, "task", "show", "t")
+    assert state["goal"] == "reproduce table 2"
+    assert [s["id"] for s in state["steps"]] == ["s1", "s2"]
+    assert state["constraints"] == ["seed42"]
+    assert state["status"] == "active"
+    assert state["env"]["model"] == {"name": "m1", "version": None}
+    assert state["env"]["params"] == {"temp": 0.2}
+    text = ckpt(repo, "task", "show", "t").stdout
+    assert "reproduce table 2" in text and "s2: change model" in text
+    assert ckpt(repo, "task", "start", "t", "--goal", "again", ok=False).exit_code == 2
+
+
+def test_step_lifecycle(repo: Path) -> None:
+    start(repo)
+    ev = ckpt_json(repo, "step", "start", "t", "s1")
+    assert ev["type"] == "step.start" and ev["data"]["mode"] == "start"
+    assert ckpt_json(repo, "task", "show", "t")["current_step"] == "s1"
+    done = ckpt_json(repo, "step", "done", "t", "s1", "--output", '{"papers": 3}')
+    assert done["trigger"] == "step_end" and done["kind"] == "full" and done["step"] == "s1"
+    note = json.loads(git(repo, "notes", "--ref=agent/state", "show", done["commit"]))
+    s1 = next(s for s in note["steps"] if s["id"] == "s1")
+    assert s1["status"] == "done" and s1["outputs"] == {"papers": 3}
+    assert note["done"] == ["s1"] and note["todo"] == ["s2"]
+    # done steps do not start again
+    assert ckpt(repo, "step", "start", "t", "s1", ok=False).exit_code == 2
+    ckpt(repo, "step", "start", "t", "s2")
+    ckpt(repo, "step", "fail", "t", "s2", "--output", '{"error": "oom"}')
+    assert (
+        next(s for s in ckpt_json(repo, "task", "show", "t")["steps"] if s["id"] == "s2")["status"]
+        == "failed"
+    )
+    retry = ckpt_json(repo, "step", "start", "t", "s2")
+    assert retry["data"]["mode"] == "retry"
+
+
+def test_step_end_without_checkpoint_is_redone(repo: Path) -> None:
+    """A step.end whose checkpoint never committed leaves the step in progress."""
+    start(repo)
+    ckpt(repo, "step", "start", "t", "s1")
+    ckpt(repo, "event", "t", "--type", "step.end", "--json", '{"step": "s1", "status": "done"}')
+    state = ckpt_json(repo, "task", "show", "t")
+    s1 = next(s for s in state["steps"] if s["id"] == "s1")
+    assert s1["status"] == "in_progress"
+    assert ckpt_json(repo, "step", "start", "t", "s1")["data"]["mode"] == "redo"
+
+
+def test_state_updates_never_delete_or_reword(repo: Path) -> None:
+    start(repo)
+    ok = ckpt_json(
+        repo,
+        "create",
+        "-t",
+        "t",
+        "--state",
+        '{"steps": [{"id": "s3", "title": "write report"}], "constraints": ["api"]}',
+    )
+    note = json.loads(git(repo, "notes", "--ref=agent/state", "show", ok["commit"]))
+    assert [s["id"] for s in note["steps"]] == ["s1", "s2", "s3"]
+    assert note["constraints"] == ["seed42", "api"]
+    bad = ckpt(
+        repo,
+        "create",
+        "-t",
+        "t",
+        "--state",
+        '{"steps": [{"id": "s1", "title": "other"}]}',
+        ok=False,
+    )
+    assert bad.exit_code == 2 and "rewords step 's1'" in bad.stderr
+    bad = ckpt(repo, "create", "-t", "t", "--state", '{"constraints": []}', ok=False)
+    # constraints union: an empty list removes nothing, so this is accepted
+    assert bad.exit_code == 0
+    bad = ckpt(repo, "create", "-t", "t", "--state", '{"steps": "nope"}', ok=False)
+    assert bad.exit_code == 2
+
+
+def test_env_files_and_usage_recorded(repo: Path) -> None:
+    ckpt(repo, "init")
+    cfg = repo / ".agent" / "ckpt.toml"
+    cfg.write_text(cfg.read_text().replace("files = []", 'files = ["README.md"]'))
+    made = ckpt_json(repo, "create", "-t", "t", "--tokens-used", "1200", "--token-budget", "5000")
+    note = json.loads(git(repo, "notes", "--ref=agent/state", "show", made["commit"]))
+    import hashlib
+
+    assert note["env"]["files"]["README.md"] == hashlib.sha256(b"hello\n").hexdigest()
+    assert note["usage"] == {"tokens_used": 1200, "token_budget": 5000}
+
+
+def test_init_never_overwrites(repo: Path) -> None:
+    out = ckpt_json(repo, "init")
+    assert sorted(out["created"]) == [
+        ".agent/ckpt.toml",
+        ".agent/contracts/constraints.md",
+        ".agent/contracts/constraints.yaml",
+    ]
+    (repo / ".agent" / "ckpt.toml").write_text("# mine\n")
+    again = ckpt_json(repo, "init")
+    assert again["created"] == [] and len(again["kept"]) == 3
+    assert (repo / ".agent" / "ckpt.toml").read_text() == "# mine\n"
+    import tomllib
+
+    ckpt(repo, "init")  # still fine
+    (repo / ".agent" / "ckpt.toml").unlink()
+    ckpt(repo, "init")
+    parsed = tomllib.loads((repo / ".agent" / "ckpt.toml").read_text())
+    assert ".env" in parsed["snapshot"]["secret_paths"]
