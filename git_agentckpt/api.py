@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,9 +185,14 @@ class Checkpointer:
         run: RunInfo | None = None,
         force: bool = False,
         actor: str | None = None,
+        assertions: Sequence[str | Mapping[str, Any]] = (),
         _state_override: dict[str, JSON] | None = None,
     ) -> Checkpoint:
-        """Take a checkpoint; `state` is a patch merged into the current task state."""
+        """Take a checkpoint; `state` is a patch merged into the current task state.
+
+        `assertions` are `--assert` specs (`file_exists:PATH`, …) or mappings
+        `{"id": …, "check": {…}}`; they are checked on resume.
+        """
         t = self.resolve_task(task)
         current, _ = current_state(self.store, self.log, t)
         if current is None:  # an agent checkpointing a task nobody started: start it
@@ -205,6 +211,7 @@ class Checkpointer:
             raise NotFound(f"task {t} has no step {step!r}")
         new = normalize_state(json.loads(json.dumps(new)))
         self._record_env(new, light, run)
+        checks = self._assertions(assertions)
         return self.store.create(
             t,
             message=message,
@@ -214,7 +221,29 @@ class Checkpointer:
             state=new,
             secret_paths=self.settings.secret_paths,
             actor={"agent": actor} if actor else None,
+            assertions=checks,
         )
+
+    def _assertions(self, given: Sequence[str | Mapping[str, Any]]) -> list[JSON]:
+        from git_agentckpt.contracts.schema import assertion_from_spec, parse_assertions
+
+        out: list[JSON] = []
+        mappings = [dict(a) for a in given if not isinstance(a, str)]
+        for a in given:
+            if isinstance(a, str):
+                out.append(assertion_from_spec(a).to_json())
+        if mappings:
+            out.extend(a.to_json() for a in parse_assertions(mappings, source="assertions"))
+        if self.settings.key_inputs:
+            from git_agentckpt.store.tools import file_hashes
+
+            for path, digest in file_hashes(self.repo.workdir, self.settings.key_inputs).items():
+                if digest is None:  # absent now: nothing to hold it to
+                    continue
+                ident = "key-input-" + re.sub(r"[^A-Za-z0-9_.-]", "_", path)
+                check = {"kind": "file_sha256", "file": path, "sha256": digest}
+                out.append({"id": ident, "check": check})
+        return out
 
     # -- steps ------------------------------------------------------------------------
 
@@ -262,6 +291,9 @@ class Checkpointer:
         step["outputs"] = outputs
         if state.get("current_step") == step_id:
             state["current_step"] = None
+        steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
+        if all(s.get("status") in ("done", "skipped") for s in steps):
+            state["status"] = "done"
         return self.create(
             task=t.name,
             message=f"step {step_id} done",

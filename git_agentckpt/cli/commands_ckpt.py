@@ -85,6 +85,19 @@ def build_run(kw: dict[str, Any]) -> Any:
 )
 @click.option("--force", is_flag=True, help="Checkpoint even while the task is recovering.")
 @click.option("--actor", help="Who asks (agent name), recorded in the events.")
+@click.option(
+    "--assert",
+    "asserts",
+    multiple=True,
+    metavar="[ID@]KIND:ARGS",
+    help="An assertion checked on resume, e.g. file_exists:data.csv (repeatable).",
+)
+@click.option(
+    "--assertions",
+    "assertions_file",
+    metavar="FILE",
+    help="Assertions from a YAML or JSON file (a list of {id, check}).",
+)
 @run_options
 @json_option
 @click.pass_context
@@ -95,13 +108,32 @@ def create(ctx: click.Context, /, **kw: Any) -> None:
     patch = read_json_arg(kw.pop("state_arg"), "--state", ctx)
     if patch is not None and not isinstance(patch, dict):
         raise BadStateError("--state must be a JSON object")
+    asserts: list[Any] = list(kw.pop("asserts"))
+    assertions_file = kw.pop("assertions_file")
+    if assertions_file:
+        asserts += _load_assertions_file(ctx, assertions_file)
     ck = open_ckpt(ctx)
     start = time.perf_counter()
-    made = ck.create(state=patch, run=run, **kw)
+    made = ck.create(state=patch, run=run, assertions=asserts, **kw)
     if as_json:
         emit_json({**made.to_json(), "seconds": round(time.perf_counter() - start, 4)})
     else:
         click.echo(made.id)
+
+
+def _load_assertions_file(ctx: click.Context, name: str) -> list[Any]:
+    import os
+
+    from git_agentckpt.cli.common import root_path
+    from git_agentckpt.contracts.schema import load_assertions_text
+
+    path = os.path.join(root_path(ctx), name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise BadStateError(f"cannot read assertions file {name!r}: {exc.strerror}") from exc
+    return [a.to_json() for a in load_assertions_text(text, name)]
 
 
 @cli.command(name="list")

@@ -254,3 +254,21 @@ def _write_file(root: str, rel: str, data: bytes, mode: int) -> None:
         if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
+
+
+def export_tree(repo: GitRepo, tree_id: str, dest: str) -> None:
+    """Write every file of a tree under `dest` (a scratch directory, never the work tree)."""
+    for f in repo.tree_files(tree_id):
+        _check_path(f.path)
+        if f.mode == GITLINK:
+            continue
+        target = os.path.join(dest, f.path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        data = repo.read_blob(f.id)
+        if f.mode == SYMLINK:
+            os.symlink(os.fsdecode(data), target)
+        else:
+            with open(target, "wb") as fh:
+                fh.write(data)
+            if f.mode & 0o111:
+                os.chmod(target, 0o755)

@@ -1,0 +1,130 @@
+"""Commands on the contract: check (run every constraint now) and trust (approve commands)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from git_agentckpt.cli.common import open_ckpt
+from git_agentckpt.cli.main import cli
+from git_agentckpt.cli.output import emit_json, json_option, short
+from git_agentckpt.errors import NotFound, UsageError
+
+
+def _shown(text: str) -> str:
+    from git_agentckpt.contracts.trust import escape_control
+
+    return escape_control(text)
+
+
+@cli.command()
+@click.argument("task", required=False)
+@click.option(
+    "-t", "--task", "task_opt", help="Task name (default: $GIT_CKPT_TASK, the single active task)."
+)
+@json_option
+@click.pass_context
+def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: bool) -> None:
+    """Run every constraint of .agent/contracts now; exit 1 on a block violation.
+
+    Logs constraint.check, one constraint.violation per failure and any
+    drift.suspected to the task's log (nothing is logged without a task).
+    """
+    from git_agentckpt.contracts.engine import run_check_now
+
+    if task and task_opt and task != task_opt:
+        raise UsageError(f"two different tasks: {task!r} and {task_opt!r}")
+    outcome = run_check_now(open_ckpt(ctx), task or task_opt)
+    if as_json:
+        emit_json(outcome.to_json())
+        ctx.exit(outcome.exit_status)
+    report = outcome.report
+    for r in report.results:
+        click.echo(f"{r.status:9}  {r.severity:5}  {r.id}: {_shown(r.text)}")
+        click.echo(f"{'':18}{r.detail}")
+    counts = report.counts
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    where = report.contract or "no contract file (.agent/contracts/constraints.yaml)"
+    click.echo(f"check: {summary or 'no constraints'} ({where})")
+    base = f"against {short(outcome.baseline)}" if outcome.baseline else "against an empty tree"
+    logged = f"logged to task {outcome.task}" if outcome.task else "no task: not logged"
+    click.echo(f"{outcome.changed} changed file(s) {base}; {logged}")
+    if report.blocking_failures:
+        click.echo("blocking: " + ", ".join(report.blocking_failures))
+    for signal in outcome.drift:
+        click.echo(f"drift suspected ({signal.signal}): {_shown(signal.details)}")
+    if outcome.recommendation:
+        click.echo(f"recommended: {outcome.recommendation}")
+    ctx.exit(outcome.exit_status)
+
+
+@cli.command()
+@click.option(
+    "--list", "list_", is_flag=True, help="List the approved commands of this repository."
+)
+@click.option(
+    "--revoke", metavar="FINGERPRINT", help="Remove one approval (its fingerprint or 8+ digits)."
+)
+@json_option
+@click.pass_context
+def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) -> None:
+    """Approve the contract's command checks, one by one, at a terminal.
+
+    An approval binds the exact argv to this clone and lives in
+    $XDG_CONFIG_HOME/git-ckpt/trust, never in the repository.
+    """
+    from git_agentckpt.contracts.engine import load_contract, pending_commands, repo_identity
+    from git_agentckpt.contracts.trust import TrustStore, escape_for_display
+
+    if list_ and revoke:
+        raise UsageError("--list and --revoke do not go together")
+    ck = open_ckpt(ctx)
+    store, repo_id = TrustStore(), repo_identity(ck.repo)
+    if revoke is not None:
+        if not store.revoke(repo_id, revoke):
+            raise NotFound(f"no approval {revoke!r} for this repository", hint="see --list")
+        if as_json:
+            emit_json({"revoked": revoke})
+        else:
+            click.echo(f"revoked {revoke}")
+        return
+    if list_:
+        entries = store.list(repo_id)
+        if as_json:
+            emit_json([e.to_json() for e in entries])
+            return
+        for e in entries:
+            click.echo(f"{e.fingerprint[:16]}  {e.approved_at}  {escape_for_display(e.argv)}")
+        if not entries:
+            click.echo(f"no approved command for {repo_id}")
+        return
+    pending = pending_commands(ck.repo, load_contract(ck.repo.workdir), store)
+    if not pending:
+        if as_json:
+            emit_json({"pending": [], "approved": []})
+        else:
+            click.echo("nothing to approve: every command check is approved")
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{len(pending)} command check(s) await approval, and only a person at a "
+            "terminal can approve: stdin is not a terminal",
+            hint="run `git ckpt trust` in a terminal",
+        )
+    approved = []
+    for p in pending:
+        where = f" (line {p.line})" if p.line else ""
+        click.echo(
+            f"constraint {p.constraint}{where}, severity {p.severity}, timeout {p.timeout:g} s"
+        )
+        click.echo(f"  command:     {escape_for_display(p.argv)}")
+        click.echo(f"  fingerprint: {p.fingerprint}")
+        if click.confirm("Allow git ckpt to run this command in this clone?", default=False):
+            store.approve(repo_id, p.argv, note=f"constraint {p.constraint}")
+            approved.append(p.fingerprint)
+            click.echo("  approved")
+        else:
+            click.echo("  not approved (it stays untrusted and is never run)")
+    if as_json:
+        emit_json({"pending": [p.to_json() for p in pending], "approved": approved})

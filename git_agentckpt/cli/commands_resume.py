@@ -1,0 +1,200 @@
+"""Commands of the resume flow: resume, confirm, report, demo."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from git_agentckpt.cli.common import open_ckpt, root_path
+from git_agentckpt.cli.main import cli
+from git_agentckpt.cli.output import emit_json, json_option
+from git_agentckpt.errors import UsageError
+
+
+@cli.command()
+@click.argument("task")
+@click.option("--from", "from_checkpoint", metavar="CKPT", help="Resume from this checkpoint.")
+@click.option(
+    "--restore", is_flag=True, help="Bring drifted source files back (safety checkpoint first)."
+)
+@click.option(
+    "--accept-drift", is_flag=True, help="Keep drifted files: record them in a new checkpoint."
+)
+@click.option(
+    "--no-rollback", is_flag=True, help="Stop instead of rolling back when assertions fail."
+)
+@click.option(
+    "--brief-only", is_flag=True, help="Print a brief of the current state; change nothing."
+)
+@click.option(
+    "--brief-format",
+    type=click.Choice(["md", "json"]),
+    default="md",
+    show_default=True,
+    help="Format of the recovery brief in text output.",
+)
+@click.option(
+    "--max-brief-tokens",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Trim events, outputs and environment to fit; constraints are never cut.",
+)
+@json_option
+@click.pass_context
+def resume(
+    ctx: click.Context,
+    task: str,
+    from_checkpoint: str | None,
+    restore: bool,
+    accept_drift: bool,
+    no_rollback: bool,
+    brief_only: bool,
+    brief_format: str,
+    max_brief_tokens: int | None,
+    as_json: bool,
+) -> None:
+    """Reconstruct TASK in five steps: locate, verify, assertions, brief, confirm."""
+    from git_agentckpt.recovery.flow import ResumeOptions
+    from git_agentckpt.recovery.flow import resume as run_resume
+
+    if restore and accept_drift:
+        raise UsageError("--restore and --accept-drift exclude each other")
+    opts = ResumeOptions(
+        from_checkpoint, restore, accept_drift, no_rollback, brief_only, max_brief_tokens
+    )
+    out = run_resume(open_ckpt(ctx), task, opts)
+    if as_json:
+        emit_json(out.to_json())
+    else:
+        if out.outcome != "brief":
+            _print_steps(out.report)
+            click.echo(("ok: " if out.exit == 0 else "stopped: ") + out.message, err=out.exit != 0)
+        if out.brief is not None:
+            click.echo(out.brief.render(brief_format))
+    ctx.exit(int(out.exit))
+
+
+def _print_steps(report: dict[str, object]) -> None:
+    locate = report.get("locate")
+    if isinstance(locate, dict):
+        start = locate.get("start") or {}
+        sid = start.get("id") if isinstance(start, dict) else None
+        click.echo(f"1 locate     start {sid}: {locate.get('reason')}")
+        for c in locate.get("rolled_forward") or []:
+            click.echo(
+                f"             rolled forward checkpoint {str(c)[:12]} "
+                "(ref moved, commit event missing)"
+            )
+        for c in locate.get("aborted_checkpoints") or []:
+            click.echo(f"             aborted checkpoint {str(c)[:12]} (prepared, never committed)")
+    verify = report.get("verify")
+    if isinstance(verify, dict):
+        src = verify.get("source_drift") or []
+        click.echo(
+            "2 verify     "
+            + ("clean" if verify.get("clean") else f"{len(src)} source file(s) drifted")
+            + f", cleaned {len(verify.get('cleaned') or [])} regenerable"
+        )
+        for d in src:
+            if isinstance(d, dict):
+                click.echo(f"             {d.get('change'):8} {d.get('path')}")
+    assertions = report.get("assertions")
+    if isinstance(assertions, dict):
+        results = assertions.get("results") or []
+        click.echo(f"3 assertions {len(results)} checked, passed={assertions.get('passed')}")
+        for r in results:
+            if isinstance(r, dict) and r.get("status") != "pass":
+                click.echo(f"             {r.get('status'):9} {r.get('id')}: {r.get('detail')}")
+    rollback = report.get("rollback")
+    if isinstance(rollback, dict):
+        tried = rollback.get("tried") or []
+        target = rollback.get("target")
+        tid = target.get("id") if isinstance(target, dict) else None
+        click.echo(f"             rollback: {len(tried)} candidate(s) tried, target {tid}")
+    if report.get("brief") is not None:
+        click.echo("4 brief      below")
+        click.echo("5 confirm    task is recovering until `git ckpt confirm` accepts a restatement")
+
+
+@cli.command()
+@click.argument("task")
+@click.option(
+    "--restatement", metavar="FILE|-", help="The agent's restatement (file, or - for stdin)."
+)
+@click.option("--by-human", is_flag=True, help="Record a person's approval instead of checking.")
+@json_option
+@click.pass_context
+def confirm(
+    ctx: click.Context, task: str, restatement: str | None, by_human: bool, as_json: bool
+) -> None:
+    """Check the agent's restatement of goal, constraints and next step; leave recovering."""
+    from git_agentckpt.recovery.flow import confirm as run_confirm
+
+    text = None
+    if restatement == "-":
+        text = sys.stdin.read()
+    elif restatement is not None:
+        import os
+
+        try:
+            with open(os.path.join(root_path(ctx), restatement), encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read restatement {restatement!r}: {exc.strerror}") from exc
+    status, verdict, result = run_confirm(open_ckpt(ctx), task, text, by_human)
+    if as_json:
+        emit_json({**result, "exit": int(status), "task": task})
+    elif verdict.passed:
+        click.echo(
+            f"confirmed: task {task} is active again; "
+            f"next step {verdict.expected_next_step or 'none'}"
+        )
+    else:
+        click.echo(f"not confirmed: task {task} stays recovering", err=True)
+        for p in verdict.problems:
+            click.echo(f"  - {p}", err=True)
+    ctx.exit(int(status))
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("report_id", required=False)
+@click.option("--list", "list_only", is_flag=True, help="List the reports of TASK.")
+@json_option
+@click.pass_context
+def report(
+    ctx: click.Context, task: str, report_id: str | None, list_only: bool, as_json: bool
+) -> None:
+    """List TASK's recovery reports, or show one (default: the newest)."""
+    from git_agentckpt.recovery.report import list_reports, read_report, report_markdown
+    from git_agentckpt.store.refs import TaskName
+
+    ck = open_ckpt(ctx)
+    if list_only:
+        rows = list_reports(ck.repo, TaskName(task))
+        if as_json:
+            emit_json(rows)
+        else:
+            for r in rows:
+                click.echo(
+                    f"{r['id']}  {r['started']}  {r['outcome']:18} start={r['start']} "
+                    f"confirmed={r['verdict']}"
+                )
+        return
+    data = read_report(ck.repo, TaskName(task), report_id)
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(report_markdown(data))
+        click.echo(f"stored at {data['path']}")
+
+
+@cli.command()
+@click.argument("directory", required=False)
+@click.option("--keep", is_flag=True, help="Keep the demo repository (default when DIR is given).")
+def demo(directory: str | None, keep: bool) -> None:
+    """Run a scripted research task in a throwaway repository: interrupt, drift, resume."""
+    from git_agentckpt.recovery.demo import run_demo
+
+    run_demo(directory, keep=keep or directory is not None, echo=click.echo)

@@ -1,0 +1,160 @@
+"""Resume step 1: locate the starting checkpoint from the event log.
+
+The starting point is the last *complete* checkpoint (its `prepare` logged and
+its ref move done). A step is open when its latest `step.start` is not
+followed by a committed step-end checkpoint of that step, nor by a committed
+resume checkpoint (which resets the step to pending). When a step is open,
+the start is the newest committed checkpoint taken before the earliest open
+`step.start`: checkpoints from the middle of a step (light ones, the safety
+checkpoints of a restore) are never a starting point.
+
+A resume checkpoint (trigger `resume`) stands for the checkpoint it recovered,
+so running resume again gives the same starting point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from git_agentckpt.model import JSON, Event, NewEvent
+from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
+from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.refs import TaskName
+
+RESUME_TRIGGER = "resume"
+
+
+@dataclass
+class Located:
+    start: Checkpoint | None  # the checkpoint whose tree and note we resume from
+    effective: Checkpoint | None  # the checkpoint in the chain (a resume checkpoint or start)
+    reason: str
+    open_steps: list[str] = field(default_factory=list)
+    skipped: list[Checkpoint] = field(default_factory=list)  # committed after an open step began
+    rolled_forward: list[str] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+    mid_step: set[str] = field(default_factory=set)  # commits never usable as a start
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "start": self.start.to_json() if self.start else None,
+            "effective": self.effective.commit if self.effective else None,
+            "reason": self.reason,
+            "open_steps": self.open_steps,
+            "skipped": [c.commit for c in self.skipped],
+            "rolled_forward": self.rolled_forward,
+            "aborted_checkpoints": self.aborted,
+        }
+
+
+def _origin(store: CheckpointStore, ckpt: Checkpoint) -> Checkpoint:
+    """A resume checkpoint stands for the checkpoint it recovered."""
+    if ckpt.trigger != RESUME_TRIGGER:
+        return ckpt
+    note = store.state_note(ckpt.commit) or {}
+    recovery = note.get("recovery")
+    origin = recovery.get("from") if isinstance(recovery, dict) else None
+    if isinstance(origin, str):
+        try:
+            return store.get(origin)
+        except Exception:  # a missing origin: the resume checkpoint stands alone
+            return ckpt
+    return ckpt
+
+
+def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forward: bool) -> Located:
+    chain = list(store.chain(task))
+    committed = {c.commit: c for c in chain}
+    events: list[Event] = log.read(task)
+
+    prepared_at: dict[str, int] = {}
+    has_commit_event: set[str] = set()
+    has_abort: set[str] = set()
+    for i, ev in enumerate(events):
+        commit = ev.links.get("checkpoint")
+        if not isinstance(commit, str):
+            continue
+        if ev.type == "checkpoint.prepare":
+            prepared_at.setdefault(commit, i)
+        elif ev.type == "checkpoint.commit":
+            has_commit_event.add(commit)
+        elif ev.type == "checkpoint.abort":
+            has_abort.add(commit)
+
+    rolled = [c for c in prepared_at if c in committed and c not in has_commit_event]
+    aborted = [c for c in prepared_at if c not in committed and c not in has_abort]
+    if roll_forward and rolled:
+        log.append(
+            task,
+            [
+                NewEvent(
+                    "checkpoint.commit",
+                    links={"checkpoint": c},
+                    data={"rolled_forward": True, "by": "resume"},
+                )
+                for c in rolled
+            ],
+        )
+
+    # walk the log: which steps are open, which checkpoints are mid-step
+    open_since: dict[str, int] = {}
+    mid_step: set[str] = set()
+    for i, ev in enumerate(events):
+        step = ev.links.get("step")
+        if ev.type == "step.start" and isinstance(step, str):
+            open_since.setdefault(step, i)
+        elif ev.type == "checkpoint.prepare":
+            commit = ev.links.get("checkpoint")
+            if not isinstance(commit, str) or commit not in committed:
+                continue
+            ckpt = committed[commit]
+            if ckpt.trigger == RESUME_TRIGGER:
+                open_since.clear()
+            elif ckpt.trigger == "step_end" and ckpt.step in open_since:
+                del open_since[ckpt.step]
+            elif open_since:
+                mid_step.add(commit)
+
+    # positions of committed checkpoints in the log (unlogged ones: oldest)
+    def position(c: Checkpoint) -> int:
+        return prepared_at.get(c.commit, -1)
+
+    usable = [c for c in chain if c.commit not in mid_step]
+    if open_since:
+        first_open = min(open_since.values())
+        before = [c for c in usable if position(c) < first_open]
+        skipped = [c for c in chain if position(c) > first_open]
+        effective = before[0] if before else None
+        opened = sorted(open_since, key=open_since.__getitem__)
+        reason = (
+            f"step {', '.join(opened)} was started and not finished: resuming from the "
+            "checkpoint taken before it began"
+        )
+    else:
+        effective = usable[0] if usable else None
+        skipped = []
+        reason = "the last complete checkpoint"
+    if effective is None:
+        return Located(
+            None,
+            None,
+            "no complete checkpoint to resume from",
+            list(open_since),
+            skipped,
+            rolled,
+            aborted,
+            mid_step,
+        )
+    start = _origin(store, effective)
+    if start is not effective:
+        reason += f" (a resume checkpoint standing for {start.id})"
+    return Located(
+        start,
+        effective,
+        reason,
+        sorted(open_since, key=open_since.__getitem__),
+        skipped,
+        rolled,
+        aborted,
+        mid_step,
+    )
