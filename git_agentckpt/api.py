@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from git_agentckpt.model import (
 )
 from git_agentckpt.settings import Settings, init_files, load_settings
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
+from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state
@@ -212,7 +214,8 @@ class Checkpointer:
         new = normalize_state(json.loads(json.dumps(new)))
         self._record_env(new, light, run)
         checks = self._assertions(assertions)
-        return self.store.create(
+        started = time.perf_counter()
+        made = self.store.create(
             t,
             message=message,
             light=light,
@@ -223,6 +226,9 @@ class Checkpointer:
             actor={"agent": actor} if actor else None,
             assertions=checks,
         )
+        if not light:
+            record_cost(self.repo, time.perf_counter() - started)
+        return made
 
     def _assertions(self, given: Sequence[str | Mapping[str, Any]]) -> list[JSON]:
         from git_agentckpt.contracts.schema import assertion_from_spec, parse_assertions
@@ -247,7 +253,10 @@ class Checkpointer:
 
     # -- steps ------------------------------------------------------------------------
 
-    def step_start(self, task: str, step_id: str, force: bool = False) -> Event:
+    def step_start(
+        self, task: str, step_id: str, force: bool = False, risk: str | None = None
+    ) -> Event:
+        """`step.start`; a high-risk step first gets a full `pre_expensive_step` checkpoint."""
         t = TaskName(task)
         state = self.state(t)
         if state.get("status") == "recovering" and not force:
@@ -264,9 +273,31 @@ class Checkpointer:
             raise UsageError(
                 f"step {step_id!r} is {status}; only pending, in_progress or failed steps start",
             )
-        return self.log.append(
-            t, [NewEvent("step.start", links={"step": step_id}, data={"mode": kinds[str(status)]})]
-        )[0]
+        risk = risk or (str(step["risk"]) if step.get("risk") else None)
+        data: dict[str, JSON] = {"mode": kinds[str(status)]}
+        if risk:
+            data["risk"] = risk
+        if risk == "high":
+            from git_agentckpt.tick import load_policy
+
+            if load_policy(self).pre_expensive_step:
+                pre = self.create(
+                    t.name,
+                    message=f"before high-risk step {step_id}",
+                    trigger="pre_expensive_step",
+                    step=step_id,
+                    force=force,
+                )
+                data["checkpoint"] = pre.commit
+        return self.log.append(t, [NewEvent("step.start", links={"step": step_id}, data=data)])[0]
+
+    def tick(self, task: str | None = None, **signals: Any) -> Any:
+        """Decide none/light/full from `signals` (Signals fields), act, log the decision."""
+        from git_agentckpt.tick import tick as run_tick
+        from git_agentckpt.triggers import Signals
+
+        signals.setdefault("now", time.time())
+        return run_tick(self, task, Signals(**signals), set(signals) - {"now"})
 
     def step_done(
         self, task: str, step_id: str, outputs: JSON = None, run: RunInfo | None = None

@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import tomli_w
-
 from git_agentckpt.errors import UsageError
 from git_agentckpt.redact import DEFAULT_SECRET_PATHS
 
@@ -64,6 +62,10 @@ def load_settings(workdir: str) -> Settings:
         return Settings()
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{SETTINGS_PATH}: {exc}", hint="fix the TOML syntax") from exc
+    return settings_from_doc(raw)
+
+
+def settings_from_doc(raw: Mapping[str, Any]) -> Settings:
     snap = raw.get("snapshot", {})
     env = raw.get("env", {})
     if not isinstance(snap, dict) or not isinstance(env, dict):
@@ -125,10 +127,27 @@ constraints: []
 """
 
 
+def settings_template() -> str:
+    """The file `init` writes: every default, one key a line, each policy key explained."""
+    from git_agentckpt.config_edit import render_value
+    from git_agentckpt.triggers import POLICY_DOCS, Policy
+
+    out = [SETTINGS_HEADER]
+    for table, values in default_settings_document().items():
+        out.append(f"[{table}]\n")
+        out += [f"{k} = {render_value(v)}\n" for k, v in values.items()]
+        out.append("\n")
+    out.append("# When to checkpoint (`git ckpt tick`); `git ckpt config set policy.KEY VALUE`.\n")
+    out.append("[policy]\n")
+    for key, value in Policy().to_mapping().items():
+        out.append(f"# {POLICY_DOCS.get(key, '')}\n{key} = {render_value(value)}\n")
+    return "".join(out)
+
+
 def init_files(workdir: str) -> tuple[list[str], list[str]]:
     """Write the settings file and contract templates; never overwrite. (created, kept)."""
     files = {
-        SETTINGS_PATH: SETTINGS_HEADER + tomli_w.dumps(default_settings_document()),
+        SETTINGS_PATH: settings_template(),
         f"{CONTRACTS_DIR}/constraints.md": CONSTRAINTS_MD,
         f"{CONTRACTS_DIR}/constraints.yaml": CONSTRAINTS_YAML,
     }

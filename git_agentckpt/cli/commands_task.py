@@ -121,11 +121,18 @@ def step() -> None:
 @click.argument("task")
 @click.argument("step_id")
 @click.option("--force", is_flag=True, help="Start even while the task is recovering.")
+@click.option(
+    "--risk",
+    type=click.Choice(["low", "medium", "high"]),
+    help="Risk of the step; high takes a full pre_expensive_step checkpoint first.",
+)
 @json_option
 @click.pass_context
-def step_start(ctx: click.Context, task: str, step_id: str, force: bool, as_json: bool) -> None:
+def step_start(
+    ctx: click.Context, task: str, step_id: str, force: bool, risk: str | None, as_json: bool
+) -> None:
     """Mark STEP_ID of TASK in progress (a pending, redone or retried step)."""
-    ev = open_ckpt(ctx).step_start(task, step_id, force=force)
+    ev = open_ckpt(ctx).step_start(task, step_id, force=force, risk=risk)
     if as_json:
         emit_json(ev.to_json())
     else:
