@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -241,14 +240,9 @@ class Checkpointer:
         if mappings:
             out.extend(a.to_json() for a in parse_assertions(mappings, source="assertions"))
         if self.settings.key_inputs:
-            from git_agentckpt.store.tools import file_hashes
+            from git_agentckpt.contracts.engine import key_input_assertions
 
-            for path, digest in file_hashes(self.repo.workdir, self.settings.key_inputs).items():
-                if digest is None:  # absent now: nothing to hold it to
-                    continue
-                ident = "key-input-" + re.sub(r"[^A-Za-z0-9_.-]", "_", path)
-                check = {"kind": "file_sha256", "file": path, "sha256": digest}
-                out.append({"id": ident, "check": check})
+            out.extend(key_input_assertions(self.repo.workdir, self.settings.key_inputs))
         return out
 
     # -- steps ------------------------------------------------------------------------
@@ -270,6 +264,9 @@ class Checkpointer:
         status = step["status"]
         kinds = {"pending": "start", "in_progress": "redo", "failed": "retry"}
         if status not in kinds:
+            from git_agentckpt.contracts.drift import record_refused_start
+
+            record_refused_start(self.log, t, step_id, str(status))
             raise UsageError(
                 f"step {step_id!r} is {status}; only pending, in_progress or failed steps start",
             )

@@ -12,6 +12,11 @@ from git_agentckpt.cli.output import emit_json, json_option, short
 from git_agentckpt.errors import NotFound, UsageError
 
 
+def _stdin_is_terminal() -> bool:
+    """Whether a person can answer (a seam for tests: CliRunner's stdin is no terminal)."""
+    return sys.stdin.isatty()
+
+
 def _shown(text: str) -> str:
     from git_agentckpt.contracts.trust import escape_control
 
@@ -106,7 +111,7 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
         else:
             click.echo("nothing to approve: every command check is approved")
         return
-    if not sys.stdin.isatty():
+    if not _stdin_is_terminal():
         raise UsageError(
             f"{len(pending)} command check(s) await approval, and only a person at a "
             "terminal can approve: stdin is not a terminal",

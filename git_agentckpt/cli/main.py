@@ -84,4 +84,10 @@ def main() -> None:
 
 
 # the commands register themselves on `cli`
-from git_agentckpt.cli import commands_ckpt, commands_policy, commands_resume, commands_task  # noqa: E402, F401
+from git_agentckpt.cli import (  # noqa: E402, F401
+    commands_ckpt,
+    commands_contracts,
+    commands_policy,
+    commands_resume,
+    commands_task,
+)

@@ -15,10 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from git_agentckpt.contracts.engine import make_command_runner
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
+from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.model import JSON, NewEvent, iso_now, new_ulid
-from git_agentckpt.recovery.assertions import AssertionRun, find_rollback, run_assertions
+from git_agentckpt.recovery.assertions import (
+    AssertionRun,
+    CommandRunner,
+    find_rollback,
+    run_assertions,
+)
 from git_agentckpt.recovery.brief import Brief, build_brief, constraints_in_force, next_step
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
@@ -67,12 +74,7 @@ def load_contract(ck: Checkpointer) -> Contract | None:
     return load_contract_dir(Path(ck.repo.workdir) / CONTRACTS_DIR)
 
 
-def _runner(ck: Checkpointer):  # type: ignore[no-untyped-def]
-    try:
-        from git_agentckpt.contracts.engine import make_command_runner, repo_identity  # noqa: F401
-        from git_agentckpt.contracts.trust import TrustStore
-    except ImportError:  # pragma: no cover - engine not installed
-        return None
+def _runner(ck: Checkpointer) -> CommandRunner:
     return make_command_runner(ck.repo, TrustStore(), ck.log.redactor.text)
 
 
