@@ -26,6 +26,7 @@ rule.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -404,7 +405,12 @@ def _build_rules() -> tuple[re.Pattern[str], dict[str, tuple[str, str | None]]]:
     return re.compile(pattern), table
 
 
-_RULES_RE, _RULE_TABLE = _build_rules()
+@functools.cache
+def _rules() -> tuple[re.Pattern[str], dict[str, tuple[str, str | None]]]:
+    """Compiled on first use: reading commands that never redact do not pay for it."""
+    return _build_rules()
+
+
 _PREPASS_NO_VALUES_RE = re.compile(f"{_MARKER}|{_PEM}")
 _KIND_UNSAFE_RE = re.compile(r"[^A-Za-z0-9_.\-]")
 _CACHE_MAX = 4096
@@ -486,7 +492,7 @@ class Redactor:
         group = m.lastgroup
         if group is None:  # an existing marker
             return m.group()
-        kind, v = _RULE_TABLE[group]
+        kind, v = _rules()[1][group]
         if kind == "assign":
             kind = "assign:" + _kind_part(_name_before(m.string, m.start()))
         self._count += 1
@@ -500,7 +506,7 @@ class Redactor:
 
     def text(self, s: str) -> str:
         """`s` with every secret replaced by a `[REDACTED:<kind>]` marker."""
-        return _RULES_RE.sub(self._rule_sub, self._prepass.sub(self._prepass_sub, s))
+        return _rules()[0].sub(self._rule_sub, self._prepass.sub(self._prepass_sub, s))
 
     def _key(self, key: str) -> tuple[str, bool]:
         """(redacted key, whether its value is secret), cached.

@@ -64,3 +64,16 @@ def test_ci_runs_the_readme_test_command() -> None:
     command = match.group(1).strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert command in ci.splitlines(), ".ci/run does not run the README's test command"
+
+
+def test_readme_contract_example_is_valid() -> None:
+    from git_agentckpt.contracts.schema import load_contract_text
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```yaml\n(constraints:.+?)```", readme, flags=re.DOTALL)
+    assert block, "README has no constraints.yaml example"
+    contract = load_contract_text(block.group(1), "constraints.yaml")
+    ids = [c.id for c in contract.constraints]
+    assert {"seed42", "api-frozen", "raw-data-readonly", "results-from-config"} <= set(ids)
+    kinds = {c.check.kind for c in contract.constraints if c.check}
+    assert {"json_value", "protected_paths", "forbidden_paths"} <= kinds

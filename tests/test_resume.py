@@ -290,3 +290,25 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert "exit 10" in text and "exit 0: confirmed" in text
     assert "refs/agent/reports/ablation" in text
     assert git(tmp_path / "demo", "rev-parse", "--verify", "refs/agent/reports/ablation")
+
+
+def test_key_input_assertion_catches_a_changed_config_on_resume(repo: Path) -> None:
+    """Key inputs (here an ignored data file, so not source drift) are pinned by sha256."""
+    write(repo / ".gitignore", "*.log\nbuild/\ndata/\n")
+    write(repo / "data" / "train.csv", "x,y\n1,2\n")
+    ckpt(repo, "init")
+    ckpt(repo, "config", "set", "env.key_inputs", '["data/train.csv"]')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "settings")
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
+    shown = ckpt_json(repo, "show", "t")
+    assert [a["check"]["kind"] for a in shown["assertions"]] == ["file_sha256"]
+    code, out = resume_json(repo)
+    assert code == 0 and out["assertions"]["passed"] is True  # type: ignore[index]
+    ckpt(repo, "confirm", "t", "--by-human")
+    write(repo / "data" / "train.csv", "x,y\n1,3\n")  # the data changed behind the task's back
+    code, out = resume_json(repo, "--no-rollback")
+    assert code == 11
+    failed = [r for r in out["assertions"]["results"] if r["status"] == "fail"]  # type: ignore[index]
+    assert len(failed) == 1 and "data/train.csv" in str(failed[0]["detail"])
+    assert "data_train.csv" in str(failed[0]["id"]) or "train" in str(failed[0]["id"])
