@@ -87,6 +87,7 @@ def main() -> None:
 from git_agentckpt.cli import (  # noqa: E402, F401
     commands_ckpt,
     commands_contracts,
+    commands_hooks,
     commands_policy,
     commands_resume,
     commands_task,

@@ -77,16 +77,20 @@ def retry_cas(attempt: Callable[[], T | None], what: str, tries: int = 200) -> T
 class GitRepo:
     """An opened, non-bare repository."""
 
-    def __init__(self, repo: pygit2.Repository) -> None:
+    def __init__(self, repo: pygit2.Repository, *, allow_bare: bool = False) -> None:
         self._repo = repo
         self._empty_tree_written = False
         workdir = repo.workdir
-        if repo.is_bare or not workdir:
+        self.is_bare = bool(repo.is_bare or not workdir)
+        if self.is_bare and allow_bare:
+            workdir = repo.path
+        elif self.is_bare:
             raise RepositoryError(
                 f"{repo.path.rstrip('/')} is a bare repository: "
                 "there is no working tree to checkpoint",
                 hint="run git ckpt inside a clone with a working tree",
             )
+        assert workdir is not None
         self.workdir = workdir.rstrip("/")
         self.git_dir = repo.path.rstrip("/")
         common = os.path.join(self.git_dir, "commondir")
@@ -97,7 +101,7 @@ class GitRepo:
             self.common_dir = self.git_dir
 
     @classmethod
-    def discover(cls, path: str) -> GitRepo:
+    def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
         start = os.path.abspath(path)
         if not os.path.exists(start):
             raise RepositoryError(
@@ -113,9 +117,18 @@ class GitRepo:
                 hint="run `git init` first or cd into a repository",
             )
         try:
-            return cls(pygit2.Repository(found))
+            return cls(pygit2.Repository(found), allow_bare=allow_bare)
         except pygit2.GitError as exc:
             raise RepositoryError(f"cannot open the repository at {found}: {exc}") from exc
+
+    def add_object_dirs_from_env(self) -> None:
+        """In a hook during `git push`, new objects wait in a quarantine directory that git
+        names in GIT_OBJECT_DIRECTORY / GIT_ALTERNATE_OBJECT_DIRECTORIES: read them too."""
+        dirs = [os.environ.get("GIT_OBJECT_DIRECTORY", "")]
+        dirs += os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)
+        for d in dirs:
+            if d and os.path.isdir(d):
+                self._repo.odb.add_disk_alternate(os.path.abspath(d))
 
     # -- refs ---------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from git_agentckpt.model import (
     parse_trailers,
 )
 from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.guard import ZERO, Update, check_updates
 from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, STATE_NOTES, TaskName
 
 
@@ -278,7 +279,10 @@ class CheckpointStore:
         who = dict(actor or {})
         # 3. write-ahead record
         self.log.append(task, [NewEvent("checkpoint.prepare", who, links=links, data=data)])
-        # 4. the commit point
+        # 4. the commit point (the same guard the reference-transaction hook runs)
+        problems = check_updates(repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
+        if problems:
+            raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
         if not repo.cas_ref(task.checkpoints_ref, commit, old, f"git ckpt: {subject}"):
             self.log.append(
                 task,

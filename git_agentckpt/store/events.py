@@ -19,7 +19,7 @@ from git_agentckpt.redact import Redactor, default_redactor
 from git_agentckpt.store.refs import EVENTS, TaskName
 
 
-def _parse_body(info: CommitInfo) -> list[Event]:
+def events_of(info: CommitInfo) -> list[Event]:
     _, _, body = info.message.partition("\n\n")
     events = []
     for line in body.splitlines():
@@ -108,7 +108,7 @@ class EventLog:
     def _last_seq(self, tip: str | None) -> int:
         if tip is None:
             return 0
-        events = _parse_body(self.repo.read_commit(tip))
+        events = events_of(self.repo.read_commit(tip))
         return events[-1].seq if events else 0
 
     def iter_back(self, task: TaskName) -> Iterator[Event]:
@@ -117,7 +117,7 @@ class EventLog:
         if tip is None:
             return
         for info in self.repo.walk(tip):
-            yield from reversed(_parse_body(info))
+            yield from reversed(events_of(info))
 
     def read(self, task: TaskName) -> list[Event]:
         """All events, oldest first."""
