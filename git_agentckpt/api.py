@@ -230,9 +230,11 @@ class Checkpointer:
         return made
 
     def _assertions(self, given: Sequence[str | Mapping[str, Any]]) -> list[JSON]:
+        out: list[JSON] = []
+        if not given and not self.settings.key_inputs:
+            return out  # the common case: no YAML parser, no contracts module to import
         from git_agentckpt.contracts.schema import assertion_from_spec, parse_assertions
 
-        out: list[JSON] = []
         mappings = [dict(a) for a in given if not isinstance(a, str)]
         for a in given:
             if isinstance(a, str):

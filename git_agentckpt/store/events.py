@@ -106,10 +106,19 @@ class EventLog:
         return result
 
     def _last_seq(self, tip: str | None) -> int:
+        """The last event's `seq`: only the last JSON line of the tip is parsed."""
         if tip is None:
             return 0
-        events = events_of(self.repo.read_commit(tip))
-        return events[-1].seq if events else 0
+        message = self.repo.read_commit(tip).message
+        for line in reversed(message.splitlines()):
+            if line.startswith("{"):
+                try:
+                    seq = json.loads(line).get("seq")
+                except json.JSONDecodeError as exc:
+                    raise CorruptError(f"event log commit {tip[:12]} holds malformed JSON") from exc
+                if isinstance(seq, int):
+                    return seq
+        return 0
 
     def iter_back(self, task: TaskName) -> Iterator[Event]:
         """Events newest first (reads only as far back as the caller iterates)."""

@@ -1,0 +1,315 @@
+"""Shared helpers of the benchmark suite: a sealed environment, generated repositories,
+git's own equivalent of a checkpoint, statistics and the report.
+
+Not tests: pytest never collects these files (`bench_*.py`); `benchmarks/run.sh` runs them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Variables that would point git (or us) at another repository, index or config.
+_STRIPPED_PREFIXES = ("GIT_", "GIT_CKPT_")
+
+
+def seal_environment(root: Path) -> Path:
+    """Temporary HOME and XDG dirs, no system config, a fixed identity.
+
+    Must run before `git_agentckpt` (and so pygit2/libgit2) is imported: libgit2
+    reads its configuration search path once, at initialisation.
+    """
+    home = root / "home"
+    (home / ".config").mkdir(parents=True, exist_ok=True)
+    for name in list(os.environ):
+        if name.startswith(_STRIPPED_PREFIXES):
+            del os.environ[name]
+    os.environ.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TZ": "UTC",
+        }
+    )
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Bench User\n\temail = bench@example.com\n"
+        "[init]\n\tdefaultBranch = main\n"
+        "[gc]\n\tauto = 0\n"
+        "[advice]\n\tdetachedHead = false\n"
+    )
+    return home
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment our own `run_git` gives git (GIT_OPTIONAL_LOCKS=0, LC_ALL=C)."""
+    env = dict(os.environ)
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["LC_ALL"] = "C"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: bytes = b"") -> str:
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=git_env(env),
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode().strip()
+
+
+# -- generated repositories ---------------------------------------------------------------
+
+
+def file_path(i: int) -> str:
+    """File `i` of the tree: 100 top-level dirs x 10 subdirs, files spread round-robin."""
+    return f"d{i % 100:02d}/s{(i // 100) % 10}/f{i:06d}.txt"
+
+
+def make_repo(root: Path, n_files: int) -> Path:
+    """A repository with `n_files` small committed text files."""
+    repo = root / f"repo-{n_files}"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    for i in range(n_files):
+        path = repo / file_path(i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"file {i}\n" + "some text for a small source file\n" * 4)
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial tree")
+    return repo
+
+
+@dataclass
+class Mutator:
+    """Each `step()` modifies `n_modify` tracked files and adds `n_new` untracked ones."""
+
+    repo: Path
+    n_files: int
+    n_modify: int = 20
+    n_new: int = 2
+    rng: random.Random = field(default_factory=lambda: random.Random(42))
+    counter: int = 0
+
+    def step(self) -> None:
+        self.counter += 1
+        for i in self.rng.sample(range(self.n_files), self.n_modify):
+            with open(self.repo / file_path(i), "a", encoding="utf-8") as fh:
+                fh.write(f"edit {self.counter}\n")
+        for k in range(self.n_new):
+            d = self.rng.randrange(100)
+            path = self.repo / f"d{d:02d}/s{k}/new-{self.counter:04d}-{k}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"new file {self.counter}/{k}\n")
+
+
+class GitCheckpoint:
+    """git's own checkpoint: `add -A` into a persistent private index + `write-tree` +
+    `commit-tree` + `update-ref` (compare-and-swap): 4 subprocesses."""
+
+    def __init__(self, repo: Path, ref: str = "refs/bench/x") -> None:
+        self.repo = repo
+        self.ref = ref
+        self.index = repo / ".git" / "bench-index"
+        # seeded once from the user's index, mtime kept (as our private index is)
+        shutil.copy2(repo / ".git" / "index", self.index)
+        self.env = {"GIT_INDEX_FILE": str(self.index)}
+        self.tip = git(repo, "rev-parse", "HEAD")
+        self.count = 0
+        self.last_steps: dict[str, float] = {}
+
+    def run(self) -> None:
+        self.count += 1
+        t0 = time.perf_counter()
+        git(self.repo, "add", "-A", env=self.env)
+        t1 = time.perf_counter()
+        tree = git(self.repo, "write-tree", env=self.env)
+        t2 = time.perf_counter()
+        commit = git(
+            self.repo, "commit-tree", tree, "-p", self.tip, "-m", f"bench checkpoint {self.count}"
+        )
+        t3 = time.perf_counter()
+        old = self.tip if self.count > 1 else "0" * 40  # the ref must not exist yet
+        git(self.repo, "update-ref", "-m", "bench", self.ref, commit, old)
+        t4 = time.perf_counter()
+        self.tip = commit
+        self.last_steps = {
+            "add -A": (t1 - t0) * 1000.0,
+            "write-tree": (t2 - t1) * 1000.0,
+            "commit-tree": (t3 - t2) * 1000.0,
+            "update-ref": (t4 - t3) * 1000.0,
+        }
+
+
+# -- timing and statistics ----------------------------------------------------------------
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Wall time of `fn()` in milliseconds."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process plus its waited-for children (user + system)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else math.nan
+
+
+def p95(xs: Sequence[float]) -> float:
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    return s[max(0, math.ceil(0.95 * len(s)) - 1)]
+
+
+@dataclass
+class Series:
+    """Samples of one operation: wall time, and CPU time of us + our children (ms).
+
+    CPU time moves less than wall time when other processes load the machine.
+    """
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def add(self, fn: Callable[[], object]) -> None:
+        c0 = _cpu_now()
+        t0 = time.perf_counter()
+        fn()
+        self.wall.append((time.perf_counter() - t0) * 1000.0)
+        self.cpu.append((_cpu_now() - c0) * 1000.0)
+
+    @property
+    def med(self) -> float:
+        return median(self.wall)
+
+    @property
+    def cpu_med(self) -> float:
+        return median(self.cpu)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0:
+        return None
+    return a / b
+
+
+@dataclass
+class Row:
+    """One line of the report: medians (ms) of ours and of git's equivalent."""
+
+    metric: str
+    ours: float
+    git: float | None = None
+    ours_cpu: float | None = None
+    git_cpu: float | None = None
+    budget: str = ""
+    ok: bool | None = None
+    note: str = ""
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, metric: str, ours: Series, git: Series | None = None, **kw: Any) -> Row:
+        samples = {"ours_wall": ours.wall, "ours_cpu": ours.cpu}
+        if git is not None:
+            samples |= {"git_wall": git.wall, "git_cpu": git.cpu}
+        return cls(
+            metric,
+            ours.med,
+            None if git is None else git.med,
+            ours.cpu_med,
+            None if git is None else git.cpu_med,
+            samples=samples,
+            **kw,
+        )
+
+    @property
+    def ratio(self) -> float | None:
+        return _ratio(self.ours, self.git)
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        return _ratio(self.ours_cpu, self.git_cpu)
+
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None or math.isnan(x) else round(x, 3)
+
+        return {
+            "metric": self.metric,
+            "ours_ms": r(self.ours),
+            "git_ms": r(self.git),
+            "ratio": r(self.ratio),
+            "ours_cpu_ms": r(self.ours_cpu),
+            "git_cpu_ms": r(self.git_cpu),
+            "cpu_ratio": r(self.cpu_ratio),
+            "budget": self.budget,
+            "within_budget": self.ok,
+            "note": self.note,
+            "samples_ms": {k: [round(x, 3) for x in v] for k, v in self.samples.items()},
+        }
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    if x is None or math.isnan(x):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def markdown(title: str, facts: Mapping[str, Any], rows: Sequence[Row]) -> str:
+    lines = [f"# {title}", ""]
+    lines += ["| fact | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in facts.items()]
+    lines += [
+        "",
+        "| metric | ours (ms, median) | git (ms, median) | ratio | CPU ours / git (ms) "
+        "| CPU ratio | budget | ok |",
+        "|---|---:|---:|---:|---:|---:|---|:-:|",
+    ]
+    for r in rows:
+        ok = "" if r.ok is None else ("yes" if r.ok else "**NO**")
+        d = 2 if r.ours < 10 else 1
+        cpu = "" if r.ours_cpu is None else f"{_fmt(r.ours_cpu, d)} / {_fmt(r.git_cpu, d)}"
+        lines.append(
+            f"| {r.metric} | {_fmt(r.ours, d)} | {_fmt(r.git, d)} | {_fmt(r.ratio, 2)} "
+            f"| {cpu} | {_fmt(r.cpu_ratio, 2)} | {r.budget} | {ok} |"
+        )
+    notes = [f"- *{r.metric}*: {r.note}" for r in rows if r.note]
+    lines += [
+        "",
+        "Ratios are ours / git, of medians. Wall time decides the budgets; CPU time "
+        "(this process + its children, user + system) is shown because it moves less than "
+        "wall time when other work loads the machine (compare the load averages). "
+        "For steadier ratios, raise `--rounds`.",
+    ]
+    if notes:
+        lines += ["", "Notes:", *notes]
+    return "\n".join(lines) + "\n"
