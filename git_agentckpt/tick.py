@@ -64,6 +64,21 @@ def _share(usage: Any) -> float | None:
     return max(shares) if shares else None
 
 
+def _steps_since(ck: Checkpointer, task: TaskName, last_full: Checkpoint | None) -> int:
+    """Steps that ended (`step.end`) since the last full checkpoint was prepared."""
+    count = 0
+    for ev in ck.log.iter_back(task):
+        if (
+            last_full is not None
+            and ev.type == "checkpoint.prepare"
+            and (ev.links.get("checkpoint") == last_full.commit)
+        ):
+            break
+        if ev.type == "step.end":
+            count += 1
+    return count
+
+
 def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: set[str]) -> Signals:
     """Fill in what the caller did not give (`explicit` names the fields it gave)."""
     tip = ck.store.tip(task)
@@ -85,6 +100,7 @@ def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: s
         "last_checkpoint_at": float(tip.time) if tip else None,
         "last_full_at": float(last_full.time) if last_full else None,
         "calls_since": sum(1 for ev in after if ev.type in CALL_TYPES),
+        "steps_since": _steps_since(ck, task, last_full),
         "usage_at_last_checkpoint": _share(note.get("usage")) if note else None,
         "snapshot_cost_seconds": read_cost(ck.repo),
         "full_pending": owed,

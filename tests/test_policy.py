@@ -138,3 +138,13 @@ def test_step_boundaries(repo: Path) -> None:
     tip = ckpt_json(repo, "show", "t")["checkpoint"]["commit"]
     ckpt(repo, "step", "start", "t", "s2")
     assert ckpt_json(repo, "show", "t")["checkpoint"]["commit"] == tip  # turned off
+
+
+def test_tick_counts_finished_steps_since_the_last_full_checkpoint(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:a", "--step", "s2:b")
+    ckpt(repo, "create", "-t", "t", "--light")
+    ckpt(repo, "step", "start", "t", "s1")
+    ckpt(repo, "step", "fail", "t", "s1")  # a step.end (failed) without a full checkpoint
+    out = ckpt_json(repo, "tick", "t", "--step-boundary", "--now", "9999999999")
+    assert out["signals"]["steps_since"] == 1
+    assert out["tier"] == "full" and out["rule"] == "steps"

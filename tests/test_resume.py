@@ -312,3 +312,40 @@ def test_key_input_assertion_catches_a_changed_config_on_resume(repo: Path) -> N
     failed = [r for r in out["assertions"]["results"] if r["status"] == "fail"]  # type: ignore[index]
     assert len(failed) == 1 and "data/train.csv" in str(failed[0]["detail"])
     assert "data_train.csv" in str(failed[0]["id"]) or "train" in str(failed[0]["id"])
+
+
+def test_resume_from_a_named_checkpoint_and_assertions_from_a_file(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
+    write(repo / "checks.yaml", "- id: has-readme\n  check: {kind: file_exists, file: README.md}\n")
+    first = ckpt_json(repo, "create", "-t", "t", "--assertions", "checks.yaml")
+    assert [a["id"] for a in ckpt_json(repo, "show", "t")["assertions"]] == ["has-readme"]
+    ckpt(repo, "create", "-t", "t")
+    code, out = resume_json(repo, "--from", "t~1")
+    assert code == 0
+    assert out["locate"]["start"]["commit"] == first["commit"]  # type: ignore[index]
+    assert out["assertions"]["results"][0]["status"] == "pass"  # type: ignore[index]
+    bad = ckpt(
+        repo,
+        "create",
+        "-t",
+        "t",
+        "--force",
+        "--assertions",
+        "checks.yaml",
+        "--assert",
+        "bogus:x",
+        ok=False,
+    )
+    assert bad.exit_code == 2
+
+
+def test_unparsable_contract_stops_resume(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    write(
+        repo / ".agent" / "contracts" / "constraints.yaml",
+        "constraints:\n  - id: a\n    text: t\n    check: {kind: nope}\n",
+    )
+    result = ckpt(repo, "resume", "t", "--json", ok=False)
+    assert result.exit_code == 2
+    assert "constraints.yaml:4" in result.stderr
+    assert json.loads(result.stdout)["exit"] == 2
