@@ -139,3 +139,17 @@ def test_private_index_keeps_assume_unchanged_files_rehashed(repo: Path) -> None
     assert (
         git(repo, "cat-file", "-p", f"{ck['tree']}:README.md") == "edited behind assume-unchanged"
     )
+
+
+def test_linked_worktree_has_its_own_private_index(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(other))
+    write(other / "only-here.txt", "wt\n")
+    made = ckpt_json(other, "create", "-t", "wt-task")
+    files = git(repo, "ls-tree", "-r", "--name-only", made["tree"]).splitlines()
+    assert "only-here.txt" in files
+    # refs are shared with the main worktree; runtime files are per worktree
+    assert git(repo, "rev-parse", "refs/agent/checkpoints/wt-task") == made["commit"]
+    gitdir = Path(git(other, "rev-parse", "--absolute-git-dir"))
+    assert (gitdir / "agent" / "index").exists()
+    assert not (repo / ".git" / "agent" / "index").exists()
