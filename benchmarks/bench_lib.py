@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import random
 import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,6 +79,27 @@ def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, stdin: byte
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout.decode().strip()
+
+
+# -- machine facts ----------------------------------------------------------------------
+
+
+def run_cmd(*argv: str) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 # -- generated repositories ---------------------------------------------------------------
@@ -163,6 +186,58 @@ class GitCheckpoint:
         }
 
 
+def bench_event(i: int) -> dict[str, Any]:
+    return {"type": "tool.call", "input": f"pytest -q tests/test_{i % 50}.py", "output": "ok"}
+
+
+def git_event_body(n: int) -> bytes:
+    line = (
+        '{"v":1,"id":"01JBENCHBENCHBENCHBENCHBENC","seq":%d,"ts":"2026-01-01T00:00:00.000Z",'
+        '"task":"x","type":"tool.call","input":"pytest -q tests/test_1.py","output":"ok"}'
+    )
+    return ("tool.call\n\n" + "\n".join(line % i for i in range(n)) + "\n").encode()
+
+
+class GitEventAppend:
+    """git's own append: `commit-tree` (empty tree, body on stdin) + `update-ref` (CAS)."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.empty = git(repo, "hash-object", "-t", "tree", "-w", "--stdin")
+        self.tip: str | None = None
+
+    def run(self, body: bytes) -> None:
+        parents = ["-p", self.tip] if self.tip else []
+        commit = git(self.repo, "commit-tree", self.empty, *parents, "-F", "-", stdin=body)
+        git(self.repo, "update-ref", "refs/bench/events", commit, self.tip or "0" * 40)
+        self.tip = commit
+
+
+# -- the CLI ------------------------------------------------------------------------------
+
+
+def cli_path() -> str:
+    exe = Path(sys.executable).parent / "git-ckpt"
+    found = str(exe) if exe.exists() else shutil.which("git-ckpt")
+    if not found:
+        raise SystemExit("git-ckpt is not installed in the venv: run `.venv/bin/pip install -e .`")
+    return found
+
+
+def cli_env(work: Path) -> dict[str, str]:
+    """Like an installed package: bytecode cached (in the temp dir, not in the source tree)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    return env
+
+
+def run_cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    proc = subprocess.run(argv, capture_output=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')}")
+
+
 # -- timing and statistics ----------------------------------------------------------------
 
 
@@ -179,6 +254,16 @@ def _cpu_now() -> float:
     return time.process_time() + kids.ru_utime + kids.ru_stime
 
 
+def alternate(i: int, first: Callable[[], None], second: Callable[[], None]) -> None:
+    """Run both, `first` first in even rounds and second in odd ones."""
+    if i % 2 == 0:
+        first()
+        second()
+    else:
+        second()
+        first()
+
+
 def median(xs: Sequence[float]) -> float:
     return statistics.median(xs) if xs else math.nan
 
@@ -188,6 +273,15 @@ def p95(xs: Sequence[float]) -> float:
         return math.nan
     s = sorted(xs)
     return s[max(0, math.ceil(0.95 * len(s)) - 1)]
+
+
+def paired(ours: Sequence[float], theirs: Sequence[float]) -> str:
+    """Median and quartiles of the per-round ratios (rounds alternate which runs first)."""
+    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True) if b > 0)
+    if len(ratios) < 4:
+        return "too few rounds"
+    q = statistics.quantiles(ratios, n=4)
+    return f"median {median(ratios):.2f}, quartiles {q[0]:.2f}–{q[2]:.2f}"
 
 
 @dataclass

@@ -17,48 +17,58 @@ the machine.
 2. unchanged tree: full checkpoints (ours and git's) and light ones.
 3. event log: single appends, a batch of 1000 in one call, reading a log of
    10k events (100 commits of 100).
-4. machine facts. With `--profile`, or when (a)/(b) is over the 1.10 budget,
-   a cProfile of `ck.create` (alternating with git) says where the time goes.
+4. `git ckpt check` with 10 built-in constraints (in-process and the CLI) and
+   workspace verification, each against `git status --porcelain` in the same
+   rounds (`bench_check.py`).
+5. machine facts. With `--profile`, or when (a)/(b) is over the 1.10 budget,
+   a cProfile of `ck.create` (alternating with git) says where the time goes;
+   with `--profile`, or when the CLI `check` takes 200 ms or more, a breakdown
+   and cProfile of the CLI `check` (`bench_profile.py`, `bench_check.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import datetime
 import functools
-import io
 import json
-import math
 import os
 import platform
-import pstats
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from unittest import mock
 
+from bench_check import CHECK_BUDGET_MS, bench_check, check_rows, profile_cli_check
 from bench_lib import (
     GitCheckpoint,
+    GitEventAppend,
     Mutator,
     Row,
     Series,
+    alternate,
+    bench_event,
+    cli_env,
+    cli_path,
+    cpu_model,
     git,
+    git_event_body,
     make_repo,
     markdown,
     median,
     p95,
+    paired,
+    run_cli,
+    run_cmd,
     seal_environment,
     timed,
 )
+from bench_profile import profile_create
 
 if TYPE_CHECKING:
     from git_agentckpt.api import Checkpointer
@@ -91,38 +101,20 @@ class Params:
 # -- machine facts ----------------------------------------------------------------------
 
 
-def _cmd(*argv: str) -> str:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def machine_facts(work: Path, p: Params) -> dict[str, Any]:
     import pygit2  # noqa: TID251  (only to report the libgit2 version)
 
     return {
         "date (UTC)": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
-        "nproc": _cmd("nproc") or str(os.cpu_count()),
-        "cpu": _cpu_model(),
+        "nproc": run_cmd("nproc") or str(os.cpu_count()),
+        "cpu": cpu_model(),
         "os": platform.platform(),
-        "git": _cmd("git", "--version").removeprefix("git version "),
+        "git": run_cmd("git", "--version").removeprefix("git version "),
         "python": platform.python_version(),
         "pygit2": metadata.version("pygit2"),
         "libgit2": pygit2.LIBGIT2_VERSION,
         "git-agentckpt": metadata.version("git-agentckpt"),
-        "temp dir file system": _cmd("stat", "-f", "-c", "%T", str(work)),
+        "temp dir file system": run_cmd("stat", "-f", "-c", "%T", str(work)),
         "files in tree": p.files,
         "rounds": p.rounds,
         "mode": "quick" if p.quick else "default",
@@ -140,15 +132,6 @@ class FullResult:
     git_steps: dict[str, list[float]]
 
 
-def _alternate(i: int, first: Callable[[], None], second: Callable[[], None]) -> None:
-    if i % 2 == 0:
-        first()
-        second()
-    else:
-        second()
-        first()
-
-
 def bench_full(ck: Checkpointer, gck: GitCheckpoint, mut: Mutator, rounds: int) -> FullResult:
     mut.step()  # warm-up: seeds our private index, warms the page cache and the imports
     ck.create(task="bench", message="warm-up", light=False)
@@ -158,32 +141,10 @@ def bench_full(ck: Checkpointer, gck: GitCheckpoint, mut: Mutator, rounds: int) 
     for i in range(rounds):
         mut.step()  # modify, then run both: both see the same changes
         a = functools.partial(ck.create, task="bench", message=f"r{i}", light=False)
-        _alternate(i, functools.partial(ours.add, a), functools.partial(theirs.add, gck.run))
+        alternate(i, functools.partial(ours.add, a), functools.partial(theirs.add, gck.run))
         for k, v in gck.last_steps.items():
             steps[k].append(v)
     return FullResult(ours, theirs, dict(steps))
-
-
-def cli_path() -> str:
-    exe = Path(sys.executable).parent / "git-ckpt"
-    found = str(exe) if exe.exists() else shutil.which("git-ckpt")
-    if not found:
-        raise SystemExit("git-ckpt is not installed in the venv: run `.venv/bin/pip install -e .`")
-    return found
-
-
-def cli_env(work: Path) -> dict[str, str]:
-    """Like an installed package: bytecode cached (in the temp dir, not in the source tree)."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    return env
-
-
-def _run_cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-    proc = subprocess.run(argv, capture_output=True, check=False, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.decode(errors='replace')}")
 
 
 # Where the CLI's start-up goes: each step imports a little more (`python -c ...`).
@@ -209,7 +170,7 @@ def bench_cli(repo: Path, work: Path, mut: Mutator, rounds: int) -> CliResult:
     and the cost of the imports."""
     exe, env = cli_path(), cli_env(work)
     create = functools.partial(
-        _run_cli, [exe, "-C", str(repo), "create", "-t", "bench2", "-m", "cli"], env
+        run_cli, [exe, "-C", str(repo), "create", "-t", "bench2", "-m", "cli"], env
     )
     mut.step()
     create()  # warm-up: starts task bench2, writes the bytecode cache
@@ -217,18 +178,18 @@ def bench_cli(repo: Path, work: Path, mut: Mutator, rounds: int) -> CliResult:
     for _ in range(rounds):
         mut.step()
         res.create.add(create)
-    version = functools.partial(_run_cli, [exe, "--version"], env)
-    gitv = functools.partial(_run_cli, ["git", "--version"], env)
+    version = functools.partial(run_cli, [exe, "--version"], env)
+    gitv = functools.partial(run_cli, ["git", "--version"], env)
     version()
     gitv()
     for i in range(rounds):
-        _alternate(
+        alternate(
             i,
             functools.partial(res.startup.add, version),
             functools.partial(res.git_startup.add, gitv),
         )
     for label, code in IMPORT_STEPS.items():
-        run = functools.partial(_run_cli, [sys.executable, "-c", code], env)
+        run = functools.partial(run_cli, [sys.executable, "-c", code], env)
         run()
         for _ in range(rounds):
             res.imports[label].add(run)
@@ -253,39 +214,12 @@ def bench_unchanged(ck: Checkpointer, gck: GitCheckpoint, rounds: int) -> Unchan
     res = UnchangedResult(Series(), Series(), Series())
     for i in range(rounds):
         a = functools.partial(ck.create, task="bench", message=f"same {i}", light=False)
-        _alternate(i, functools.partial(res.full.add, a), functools.partial(res.git.add, gck.run))
+        alternate(i, functools.partial(res.full.add, a), functools.partial(res.git.add, gck.run))
         res.light.add(functools.partial(ck.create, task="bench", message=f"l{i}", light=True))
     return res
 
 
 # -- 3. event log -------------------------------------------------------------------------
-
-
-def _event(i: int) -> dict[str, Any]:
-    return {"type": "tool.call", "input": f"pytest -q tests/test_{i % 50}.py", "output": "ok"}
-
-
-def _git_event_body(n: int) -> bytes:
-    line = (
-        '{"v":1,"id":"01JBENCHBENCHBENCHBENCHBENC","seq":%d,"ts":"2026-01-01T00:00:00.000Z",'
-        '"task":"x","type":"tool.call","input":"pytest -q tests/test_1.py","output":"ok"}'
-    )
-    return ("tool.call\n\n" + "\n".join(line % i for i in range(n)) + "\n").encode()
-
-
-class GitEventAppend:
-    """git's own append: `commit-tree` (empty tree, body on stdin) + `update-ref` (CAS)."""
-
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
-        self.empty = git(repo, "hash-object", "-t", "tree", "-w", "--stdin")
-        self.tip: str | None = None
-
-    def run(self, body: bytes) -> None:
-        parents = ["-p", self.tip] if self.tip else []
-        commit = git(self.repo, "commit-tree", self.empty, *parents, "-F", "-", stdin=body)
-        git(self.repo, "update-ref", "refs/bench/events", commit, self.tip or "0" * 40)
-        self.tip = commit
 
 
 @dataclass
@@ -301,23 +235,23 @@ class EventResult:
 def bench_events(ck: Checkpointer, repo: Path, p: Params) -> EventResult:
     res = EventResult(Series(), Series(), Series(), Series(), Series(), Series())
     for i in range(20):  # warm-up on another task
-        ck.append_events("ev-warm", [_event(i)])
+        ck.append_events("ev-warm", [bench_event(i)])
     for i in range(p.appends):
-        res.single.add(functools.partial(ck.append_events, "ev-single", [_event(i)]))
+        res.single.add(functools.partial(ck.append_events, "ev-single", [bench_event(i)]))
     log(f"  {p.appends} single appends done")
 
     gev = GitEventAppend(repo)
-    one = _git_event_body(1)
+    one = git_event_body(1)
     gev.run(one)
     for _ in range(p.git_append_rounds):
         res.git_single.add(functools.partial(gev.run, one))
 
-    events = [_event(i) for i in range(p.batch)]
-    big = _git_event_body(p.batch)
+    events = [bench_event(i) for i in range(p.batch)]
+    big = git_event_body(p.batch)
     ck.append_events("ev-batch", events)  # warm-up
     gev.run(big)
     for i in range(p.read_rounds):
-        _alternate(
+        alternate(
             i,
             functools.partial(
                 res.batch.add, functools.partial(ck.append_events, "ev-batch", events)
@@ -326,7 +260,7 @@ def bench_events(ck: Checkpointer, repo: Path, p: Params) -> EventResult:
         )
     log(f"  batches of {p.batch} done")
 
-    chunk = [_event(i) for i in range(p.read_batch)]
+    chunk = [bench_event(i) for i in range(p.read_batch)]
     for _ in range(p.read_events // p.read_batch):
         ck.append_events("ev-read", chunk)
     n = len(ck.events("ev-read"))  # warm-up, and a check that they are all there
@@ -335,137 +269,13 @@ def bench_events(ck: Checkpointer, repo: Path, p: Params) -> EventResult:
     git_log = functools.partial(git, repo, "log", "--format=%B", "refs/agent/events/ev-read")
     git_log()
     for i in range(p.read_rounds):
-        _alternate(
+        alternate(
             i,
             functools.partial(res.read.add, functools.partial(ck.events, "ev-read")),
             functools.partial(res.git_read.add, git_log),
         )
     log(f"  reads of {p.read_events} events done")
     return res
-
-
-# -- profile of ck.create -----------------------------------------------------------------
-
-
-def _git_subcommand(argv: Sequence[str]) -> str:
-    args = list(argv[1:])
-    while args and args[0] in ("-c", "-C"):
-        args = args[2:]
-    return "git " + " ".join(args[:2]) if args else "git"
-
-
-def _label(key: tuple[str, int, str]) -> str:
-    path, line, func = key
-    if path == "~":
-        return func
-    if "git_agentckpt/" in path:
-        path = "git_agentckpt/" + path.split("git_agentckpt/", 1)[1]
-    else:
-        path = os.path.basename(path)
-    return f"{path}:{line} {func}"
-
-
-def _hotspots(stats: pstats.Stats, rounds: int) -> list[str]:
-    """The calls that dominate `ck.create`: by self time, and our functions by cumulative."""
-    entries: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
-    rows = [
-        (key, nc, tt * 1000 / rounds, ct * 1000 / rounds)
-        for key, (_, nc, tt, ct, _) in entries.items()
-    ]
-    by_self = sorted(rows, key=lambda r: r[2], reverse=True)[:8]
-    # the entry points (api / store `create`, `_create_once`) are the whole call: skip them
-    ours = [
-        r for r in rows if "git_agentckpt/" in r[0][0] and r[0][2] not in ("create", "_create_once")
-    ]
-    by_cum = sorted(ours, key=lambda r: r[3], reverse=True)[:12]
-    out = ["", "Heaviest by self time (ms per create; `poll` is waiting for git):", ""]
-    out += ["| call | calls per create | self ms | cumulative ms |", "|---|---:|---:|---:|"]
-    out += [
-        f"| `{_label(k)}` | {nc / rounds:.0f} | {tt:.2f} | {ct:.2f} |" for k, nc, tt, ct in by_self
-    ]
-    out += ["", "Our functions by cumulative time (ms per create):", ""]
-    out += ["| function | calls per create | cumulative ms |", "|---|---:|---:|"]
-    out += [f"| `{_label(k)}` | {nc / rounds:.0f} | {ct:.2f} |" for k, nc, _, ct in by_cum]
-    return out
-
-
-def profile_create(
-    ck: Checkpointer, gck: GitCheckpoint, mut: Mutator, rounds: int, out: Path
-) -> tuple[str, dict[str, Any]]:
-    """cProfile of `ck.create`, the wall time of every subprocess it starts, and git's
-    own steps in the same rounds (alternating, not profiled)."""
-    real_run = subprocess.run
-    calls: list[tuple[str, float]] = []
-
-    def recording_run(*args: Any, **kwargs: Any) -> Any:
-        argv = args[0] if args else kwargs.get("args", [])
-        label = _git_subcommand(argv) if argv and argv[0] == "git" else str(argv[:1])
-        result: list[Any] = []
-        ms = timed(lambda: result.append(real_run(*args, **kwargs)))
-        calls.append((label, ms))
-        return result[0]
-
-    prof = cProfile.Profile()
-    totals: list[float] = []
-    per_call: dict[str, list[float]] = defaultdict(list)
-    git_steps: dict[str, list[float]] = defaultdict(list)
-
-    def ours(i: int) -> None:
-        calls.clear()
-        prof.enable()
-        totals.append(timed(functools.partial(ck.create, task="bench", message=f"prof {i}")))
-        prof.disable()
-        seen: dict[str, float] = defaultdict(float)
-        for label, ms in calls:
-            seen[label] += ms
-        for label, ms in seen.items():
-            per_call[label].append(ms)
-        per_call["all subprocesses"].append(sum(ms for _, ms in calls))
-
-    def theirs() -> None:
-        gck.run()
-        for k, v in gck.last_steps.items():
-            git_steps[k].append(v)
-        git_steps["total"].append(sum(gck.last_steps.values()))
-
-    with mock.patch.object(subprocess, "run", recording_run):
-        for i in range(rounds):
-            mut.step()
-            _alternate(i, functools.partial(ours, i), theirs)
-    buf = io.StringIO()
-    stats = pstats.Stats(prof, stream=buf)
-    stats.sort_stats("cumulative").print_stats(40)
-    stats.sort_stats("tottime").print_stats(25)
-    out.write_text(buf.getvalue())
-    med_total = median(totals)
-    parts = {k: median(v) for k, v in sorted(per_call.items())}
-    parts["python (not in a subprocess)"] = med_total - parts.get("all subprocesses", 0.0)
-    git_med = {k: median(v) for k, v in git_steps.items()}
-    pairs = {"git add -A": "add -A", "git write-tree": "write-tree"}
-    lines = [
-        "",
-        f"## Where `ck.create` spends its time ({rounds} profiled rounds, alternating with git; "
-        "median wall ms)",
-        "",
-        "| part | ours | git's equivalent |",
-        "|---|---:|---:|",
-        f"| total | {med_total:.1f} | {git_med.get('total', math.nan):.1f} |",
-    ]
-    for k, v in parts.items():
-        g = git_med.get(pairs.get(k, ""))
-        lines.append(f"| {k} | {v:.1f} | {'' if g is None else f'{g:.1f}'} |")
-    lines.append(
-        f"| git commit-tree + update-ref | | "
-        f"{git_med.get('commit-tree', 0.0) + git_med.get('update-ref', 0.0):.1f} |"
-    )
-    lines += _hotspots(stats, rounds)
-    lines += ["", f"(cProfile of ours: `{out.name}`; totals include profiler overhead.)"]
-    doc = {
-        "total_ms": round(med_total, 3),
-        "parts_ms": {k: round(v, 3) for k, v in parts.items()},
-        "git_steps_ms": {k: round(v, 3) for k, v in git_med.items()},
-    }
-    return "\n".join(lines) + "\n", doc
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -476,7 +286,9 @@ def parse_args(argv: Sequence[str]) -> Params:
     ap.add_argument("--quick", action="store_true", help="a small run (2k files, 5 rounds)")
     ap.add_argument("--files", type=int, default=None, help="files in the tree (default 10000)")
     ap.add_argument("--rounds", type=int, default=None, help="measured rounds (default 15)")
-    ap.add_argument("--profile", action="store_true", help="always profile ck.create")
+    ap.add_argument(
+        "--profile", action="store_true", help="always profile ck.create and the CLI check"
+    )
     a = ap.parse_args(argv)
     quick = bool(a.quick)
     files = a.files if a.files is not None else (2000 if quick else 10000)
@@ -496,15 +308,6 @@ def parse_args(argv: Sequence[str]) -> Params:
         force_profile=bool(a.profile),
         quick=quick,
     )
-
-
-def paired(ours: Sequence[float], theirs: Sequence[float]) -> str:
-    """Median and quartiles of the per-round ratios (rounds alternate which runs first)."""
-    ratios = sorted(a / b for a, b in zip(ours, theirs, strict=True) if b > 0)
-    if len(ratios) < 4:
-        return "too few rounds"
-    q = statistics.quantiles(ratios, n=4)
-    return f"median {median(ratios):.2f}, quartiles {q[0]:.2f}–{q[2]:.2f}"
 
 
 def build_rows(
@@ -640,8 +443,10 @@ def main(argv: Sequence[str]) -> int:
         unchanged = bench_unchanged(ck, gck, p.rounds)
         log("3. event log")
         ev = bench_events(ck, repo, p)
+        log(f"4. check and workspace verification vs git status: {p.rounds} rounds each")
+        chk = bench_check(ck, repo, mut, p.rounds, cli_env(work))
 
-        rows = build_rows(p, full, cli, unchanged, ev)
+        rows = build_rows(p, full, cli, unchanged, ev) + check_rows(p.files, chk)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"bench-{stamp}-{p.files}files" + ("-quick" if p.quick else "")
 
@@ -653,14 +458,26 @@ def main(argv: Sequence[str]) -> int:
             section, profile = profile_create(
                 ck, gck, mut, p.profile_rounds, results / f"{name}.profile.txt"
             )
+        check_section, check_profile = "", None
+        if p.force_profile or chk.cli.med >= CHECK_BUDGET_MS:
+            log(f"profiling the CLI check ({p.profile_rounds} runs; {chk.cli.med:.0f} ms)")
+            check_section, check_profile = profile_cli_check(
+                repo,
+                mut,
+                (p.rounds, p.profile_rounds),
+                cli_env(work),
+                chk,
+                results / f"{name}.check-profile",
+            )
         facts["load average (end)"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        md = markdown(f"git ckpt benchmarks ({name})", facts, rows) + section
+        md = markdown(f"git ckpt benchmarks ({name})", facts, rows) + section + check_section
         doc = {
             "name": name,
             "facts": facts,
             "params": p.__dict__,
             "rows": [r.to_json() for r in rows],
             "profile": profile,
+            "check_profile": check_profile,
         }
         (results / f"{name}.md").write_text(md)
         (results / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -278,6 +279,19 @@ class GitRepo:
             raise CorruptError(f"object {tree_id} is not a tree")
         return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
 
+    def tree_entry(self, tree_id: str, path: str) -> tuple[str, int] | None:
+        """(oid, mode) of the file at `path` in a tree, or None."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        try:
+            entry = tree[path]
+        except KeyError:
+            return None
+        if entry.filemode == FileMode.TREE:
+            return None
+        return str(entry.id), int(entry.filemode)
+
     def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
         """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
         tree = self._lookup(tree_id)
@@ -370,6 +384,26 @@ class GitRepo:
                 Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
             )
         return out
+
+    def hash_worktree_file(self, rel: str) -> tuple[str, int] | None:
+        """The blob id and mode git would give the working-tree file `rel` (None: absent)."""
+        full = os.path.join(self.workdir, rel)
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return str(pygit2.hash(os.fsencode(os.readlink(full)))), 0o120000
+        if stat.S_ISDIR(st.st_mode):  # a nested repository is a gitlink to its HEAD
+            if not os.path.exists(os.path.join(full, ".git")):
+                return None
+            try:
+                nested = pygit2.Repository(full)
+                return None if nested.head_is_unborn else (str(nested.head.target), 0o160000)
+            except pygit2.GitError:
+                return None
+        mode = 0o100755 if st.st_mode & 0o111 else 0o100644
+        return str(pygit2.hashfile(full)), mode
 
     def config_get(self, key: str) -> str | None:
         try:

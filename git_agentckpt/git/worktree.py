@@ -99,25 +99,126 @@ def _seed_index(repo: GitRepo, index: str) -> None:
             )
 
 
-def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
-    """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
+def compare_worktree(
+    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
+) -> tuple[list[Change], str | None]:
+    """The working tree's differences from `expected_tree` (and the tree, when clean).
+
+    About the cost of `git status`: one `git status` on the private index (index
+    against the working tree, through the stat cache) and one `git diff-index
+    --cached` (the expected tree against the index, skipping unchanged directories by
+    the cache-tree). Nothing is hashed or written; the rare path where the two
+    disagree is settled by hashing that one file. When the working tree differs, the
+    caller snapshots it with `snapshot_tree` if it needs the tree.
+    """
+    base = agent_dir(repo)
+    with locked(os.path.join(base, "index.flock")):
+        env, config = _prepare_index(repo, secret_paths)
+        status = run_git(
+            [*config, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames"],
+            cwd=repo.workdir,
+            env=env,
+        ).stdout
+        staged = run_git(
+            ["diff-index", "--cached", "--raw", "-z", "--no-renames", expected_tree],
+            cwd=repo.workdir,
+            env=env,
+        ).stdout
+    by_index = {c.path: c for c in _parse_raw(staged)}  # expected -> index
+    worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
+    if not by_index and not worktree:
+        return [], expected_tree
+    expected = {p: repo.tree_entry(expected_tree, p) for p in set(by_index) | set(worktree)}
+    changes: list[Change] = []
+    for path in sorted(expected):
+        old = expected[path]
+        if path in worktree:
+            now = repo.hash_worktree_file(path) if worktree[path] != "D" else None
+        else:  # the working tree matches the index
+            c = by_index[path]
+            now = (c.new_id, c.new_mode) if c.new_id else None
+        if old is None and now is None:
+            continue
+        if old is not None and now is not None and old == now:
+            continue
+        status_letter = "A" if old is None else "D" if now is None else "M"
+        changes.append(
+            Change(
+                status=status_letter,
+                path=path,
+                old_id=old[0] if old else None,
+                new_id=now[0] if now else None,
+                old_mode=old[1] if old else 0,
+                new_mode=now[1] if now else 0,
+            )
+        )
+    return changes, (expected_tree if not changes else None)
+
+
+def _parse_status(out: bytes) -> dict[str, str]:
+    """`git status --porcelain=v2 -z`: paths whose working-tree side differs from the index."""
+    result: dict[str, str] = {}
+    for rec in out.split(b"\0"):
+        if rec.startswith(b"? "):
+            path = os.fsdecode(rec[2:]).rstrip("/")  # a nested repository: "dir/"
+            result[path] = "?"
+        elif rec.startswith(b"1 "):
+            parts = rec.split(b" ", 8)
+            worktree_side = parts[1][1:2].decode()
+            if worktree_side != ".":
+                result[os.fsdecode(parts[8])] = worktree_side
+    return result
+
+
+def _parse_raw(out: bytes) -> list[Change]:
+    """`git diff-index --raw -z` records: `:old_mode new_mode old new S\0path\0`."""
+    fields = out.split(b"\0")
+    changes: list[Change] = []
+    for i in range(0, len(fields) - 1, 2):
+        meta, path = fields[i], fields[i + 1]
+        if not meta.startswith(b":"):
+            continue
+        old_mode, new_mode, old, new, status = meta[1:].decode().split(" ")
+        zero = "0" * len(old)
+        changes.append(
+            Change(
+                status=status[:1],
+                path=os.fsdecode(path),
+                old_id=None if old == zero else old,
+                new_id=None if new == zero else new,
+                old_mode=int(old_mode, 8),
+                new_mode=int(new_mode, 8),
+            )
+        )
+    return changes
+
+
+def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Seed the private index if needed and write the excludes; call under the flock."""
     base = agent_dir(repo)
     index = os.path.join(base, "index")
     excludes = os.path.join(base, "exclude")
+    # under our flock nobody else uses the private index: a lock left by a killed git is stale
+    if os.path.exists(index + ".lock"):
+        os.unlink(index + ".lock")
+    if not os.path.exists(index):
+        _seed_index(repo, index)
+    _write_if_changed(
+        excludes,
+        _global_excludes(repo)
+        + "\n# git-ckpt secret_paths: never snapshotted\n"
+        + "".join(p + "\n" for p in secret_paths),
+    )
+    env = {"GIT_INDEX_FILE": index}
+    config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
+    return env, config
+
+
+def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+    """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
+    base = agent_dir(repo)
     with locked(os.path.join(base, "index.flock")):
-        # under our flock nobody else uses the private index: a lock left by a killed git is stale
-        if os.path.exists(index + ".lock"):
-            os.unlink(index + ".lock")
-        if not os.path.exists(index):
-            _seed_index(repo, index)
-        _write_if_changed(
-            excludes,
-            _global_excludes(repo)
-            + "\n# git-ckpt secret_paths: never snapshotted\n"
-            + "".join(p + "\n" for p in secret_paths),
-        )
-        env = {"GIT_INDEX_FILE": index}
-        config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
+        env, config = _prepare_index(repo, secret_paths)
         proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
         if proc.returncode != 0:
             reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -126,8 +227,7 @@ def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
                 hint="fix the path git names (e.g. an empty nested repository) "
                 "or add it to .gitignore",
             )
-        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
-    return tree
+        return run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
 
 
 def private_index_path(repo: GitRepo) -> str:

@@ -30,7 +30,7 @@ from git_agentckpt.recovery.brief import Brief, build_brief, constraints_in_forc
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
 from git_agentckpt.recovery.report import read_report, report_files, save_report
-from git_agentckpt.recovery.verify import Verification, verify_workspace
+from git_agentckpt.recovery.verify import Verification, ensure_tree, verify_workspace
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
@@ -212,7 +212,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
 
     # 3. assertions, with a controlled rollback
     runner = _runner(ck)
-    run = run_assertions(ck.store, start, ck.repo.workdir, v.tree, runner)
+    tree = ensure_tree(ck.repo, v, settings.secret_paths)
+    run = run_assertions(ck.store, start, ck.repo.workdir, tree, runner)
     report["assertions"] = run.to_json()
     if not run.passed:
         if opts.no_rollback:

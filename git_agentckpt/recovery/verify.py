@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from git_agentckpt.git.repo import Change, GitRepo
-from git_agentckpt.git.worktree import snapshot_tree
+from git_agentckpt.git.worktree import compare_worktree, snapshot_tree
 from git_agentckpt.globs import match_any
 from git_agentckpt.model import JSON
 
@@ -65,10 +65,10 @@ def verify_workspace(
     clean: bool,
 ) -> Verification:
     """Compare the working tree with `expected_tree`; optionally clean regenerable drift."""
-    current = snapshot_tree(repo, secret_paths)
     # the expected tree never holds secret files either, so comparing snapshots is fair
-    v = classify(repo.diff_trees(expected_tree, current), regenerable)
-    v.tree = current
+    changes, current = compare_worktree(repo, expected_tree, secret_paths)
+    v = classify(changes, regenerable)
+    v.tree = current or ""  # empty: differs; `ensure_tree` snapshots it when needed
     for item in v.regenerable:
         path = item["path"]
         if item["change"] == "deleted":
@@ -80,5 +80,12 @@ def verify_workspace(
                 v.cleaned.append(path)
                 v.to_regenerate.append(path)
     if v.cleaned:
-        v.tree = snapshot_tree(repo, secret_paths)
+        v.tree = ""
     return v
+
+
+def ensure_tree(repo: GitRepo, v: Verification, secret_paths: Sequence[str]) -> str:
+    """The working tree as a tree: known when it was clean, else snapshotted now."""
+    if not v.tree:
+        v.tree = snapshot_tree(repo, secret_paths)
+    return v.tree
