@@ -40,6 +40,7 @@ from git_agentckpt.redact_rules import (
     _NAME_CHARS,
     _PEM,
     _PREPASS_NO_VALUES_RE,
+    _RULE_HEADS,
     SECRET_NAME_RE,
     _rules,
 )
@@ -189,7 +190,10 @@ class Redactor:
 
     def text(self, s: str) -> str:
         """`s` with every secret replaced by a `[REDACTED:<kind>]` marker."""
-        return _rules()[0].sub(self._rule_sub, self._prepass.sub(self._prepass_sub, s))
+        s = self._prepass.sub(self._prepass_sub, s)
+        if _RULE_HEADS.search(s) is None:  # no rule can match: skip (and never compile) them
+            return s
+        return _rules()[0].sub(self._rule_sub, s)
 
     def _key(self, key: str) -> tuple[str, bool]:
         """(redacted key, whether its value is secret), cached.
