@@ -104,6 +104,9 @@ def compare_worktree(
 ) -> tuple[list[Change], str | None]:
     """The working tree's differences from `expected_tree` (and the tree, when clean).
 
+    Each change has its path and status; blob ids are given where they are known
+    without hashing (most paths have none: verification needs only the paths).
+
     About the cost of `git status`: one `git status` on the private index (index
     against the working tree, through the stat cache) and one `git diff-index
     --cached` (the expected tree against the index, skipping unchanged directories by
@@ -115,7 +118,15 @@ def compare_worktree(
     with locked(os.path.join(base, "index.flock")):
         env, config = _prepare_index(repo, secret_paths)
         status = run_git(
-            [*config, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames"],
+            [
+                *config,
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=dirty",  # a nested repository changes by its HEAD only
+            ],
             cwd=repo.workdir,
             env=env,
         ).stdout
@@ -128,15 +139,20 @@ def compare_worktree(
     worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
     if not by_index and not worktree:
         return [], expected_tree
-    expected = {p: repo.tree_entry(expected_tree, p) for p in set(by_index) | set(worktree)}
     changes: list[Change] = []
-    for path in sorted(expected):
-        old = expected[path]
-        if path in worktree:
+    for path in sorted(set(by_index) | set(worktree)):
+        staged = by_index.get(path)
+        if staged is None:
+            # the index holds the expected entry here, so status alone tells the change
+            # (git status compared the contents itself): nothing to hash or look up
+            letter = {"?": "A", "D": "D"}.get(worktree[path], "M")
+            changes.append(Change(letter, path, None, None, 0, 0))
+            continue
+        old = (staged.old_id, staged.old_mode) if staged.old_id else None
+        if path in worktree:  # both sides moved: settle it by the file itself
             now = repo.hash_worktree_file(path) if worktree[path] != "D" else None
         else:  # the working tree matches the index
-            c = by_index[path]
-            now = (c.new_id, c.new_mode) if c.new_id else None
+            now = (staged.new_id, staged.new_mode) if staged.new_id else None
         if old is None and now is None:
             continue
         if old is not None and now is not None and old == now:
