@@ -141,18 +141,18 @@ def compare_worktree(
         return [], expected_tree
     changes: list[Change] = []
     for path in sorted(set(by_index) | set(worktree)):
-        staged = by_index.get(path)
-        if staged is None:
+        entry = by_index.get(path)
+        if entry is None:
             # the index holds the expected entry here, so status alone tells the change
             # (git status compared the contents itself): nothing to hash or look up
             letter = {"?": "A", "D": "D"}.get(worktree[path], "M")
             changes.append(Change(letter, path, None, None, 0, 0))
             continue
-        old = (staged.old_id, staged.old_mode) if staged.old_id else None
+        old = (entry.old_id, entry.old_mode) if entry.old_id else None
         if path in worktree:  # both sides moved: settle it by the file itself
             now = repo.hash_worktree_file(path) if worktree[path] != "D" else None
         else:  # the working tree matches the index
-            now = (staged.new_id, staged.new_mode) if staged.new_id else None
+            now = (entry.new_id, entry.new_mode) if entry.new_id else None
         if old is None and now is None:
             continue
         if old is not None and now is not None and old == now:
