@@ -107,6 +107,10 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
     report: dict[str, JSON] = {"v": 1, "id": report_id, "task": task.name, "started": iso_now()}
     events: list[NewEvent] = []
 
+    def stop(status: Exit, message: str) -> ResumeOutcome:
+        outcome = "needs_person" if status == Exit.NEEDS_PERSON else "assertions_failed"
+        return _stop(ck, task, report, events, timer, status, outcome, message)
+
     if opts.brief_only:
         brief = build_brief(
             state_now,
@@ -195,14 +199,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
         else:
             report["verify"] = v.to_json()
             timer.lap("verify")
-            return _stop(
-                ck,
-                task,
-                report,
-                events,
-                timer,
+            return stop(
                 Exit.NEEDS_PERSON,
-                "needs_person",
                 f"{len(v.source)} source file(s) differ from checkpoint {start.id}: "
                 "rerun with --restore (bring them back) or --accept-drift (keep them)",
             )
@@ -217,14 +215,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
     report["assertions"] = run.to_json()
     if not run.passed:
         if opts.no_rollback:
-            return _stop(
-                ck,
-                task,
-                report,
-                events,
-                timer,
+            return stop(
                 Exit.ASSERTIONS_FAILED,
-                "assertions_failed",
                 _failed_msg(run, "--no-rollback: stopping"),
             )
         target, tried = find_rollback(ck.store, start, located.mid_step, runner)
@@ -242,14 +234,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
             )
         )
         if target is None:
-            return _stop(
-                ck,
-                task,
-                report,
-                events,
-                timer,
+            return stop(
                 Exit.ASSERTIONS_FAILED,
-                "assertions_failed",
                 _failed_msg(run, f"no earlier checkpoint passes ({len(tried)} tried)"),
             )
         ck.restore(target.commit)
