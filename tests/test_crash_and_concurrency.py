@@ -94,3 +94,42 @@ def test_kill_9_during_create_leaves_old_or_complete_new(repo: Path) -> None:
 
     made = git_agentckpt.open(str(repo)).create(task="crash", message="after")
     check_tip_complete(repo, made.commit)
+
+
+RESUMER = """
+import sys, git_agentckpt
+from git_agentckpt.recovery.flow import ResumeOptions, resume
+ck = git_agentckpt.open(sys.argv[1])
+while True:
+    resume(ck, "r", ResumeOptions(restore=True))
+"""
+
+
+def test_kill_9_during_resume_gives_the_same_start_again(repo: Path) -> None:
+    import git_agentckpt
+    from git_agentckpt.recovery.flow import ResumeOptions, resume
+
+    ck = git_agentckpt.open(str(repo))
+    ck.task_start("r", "g", [("s1", "a"), ("s2", "b")])
+    ck.step_start("r", "s1")
+    before_s2 = ck.step_done("r", "s1")
+    ck.step_start("r", "s2")
+    write(repo / "out.txt", "half of s2\n")
+    ck.create("r", light=True, message="mid s2")
+    rng = random.Random(11)
+    for _ in range(8):
+        write(repo / "src" / "app.py", f"print({rng.random()})\n")  # drift to restore
+        proc = subprocess.Popen([sys.executable, "-c", RESUMER, str(repo)], start_new_session=True)
+        time.sleep(rng.uniform(0.2, 0.9))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    out = resume(git_agentckpt.open(str(repo)), "r", ResumeOptions(restore=True))
+    assert int(out.exit) == 0, out.message
+    start = out.report["locate"]["start"]
+    assert start["commit"] == before_s2.commit
+    assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
+    assert not (repo / "out.txt").exists()
+    fsck = subprocess.run(
+        ["git", "fsck", "--no-dangling", "--no-progress"], cwd=repo, capture_output=True, text=True
+    )
+    assert fsck.returncode == 0, fsck.stderr + fsck.stdout

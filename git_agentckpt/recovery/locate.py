@@ -9,7 +9,8 @@ the start is the newest committed checkpoint taken before the earliest open
 checkpoints of a restore) are never a starting point.
 
 A resume checkpoint (trigger `resume`) stands for the checkpoint it recovered,
-so running resume again gives the same starting point.
+so running resume again gives the same starting point. The safety checkpoints of a
+restore (trigger `pre_restore`) hold the drift they undid: never a starting point.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 
 RESUME_TRIGGER = "resume"
+SAFETY_TRIGGER = "pre_restore"
 
 
 @dataclass
@@ -119,7 +121,8 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
     def position(c: Checkpoint) -> int:
         return prepared_at.get(c.commit, -1)
 
-    usable = [c for c in chain if c.commit not in mid_step]
+    # a restore's safety checkpoint holds the drift it undid: an undo point, never a start
+    usable = [c for c in chain if c.commit not in mid_step and c.trigger != SAFETY_TRIGGER]
     if open_since:
         first_open = min(open_since.values())
         before = [c for c in usable if position(c) < first_open]
