@@ -335,7 +335,8 @@ def _build_rules() -> tuple[re.Pattern[str], dict[str, tuple[str, str | None]]]:
 # the (costly to compile) combined rule regex. Keep it in step with _RULES: a test
 # checks that every fake secret of every kind matches it.
 _RULE_HEADS = re.compile(
-    r"(?i:authorization|bearer|token|secret|passw|credential|key)"
+    r"(?i:authorization|bearer)"
+    r"|(?i:token|secret|passw|credential|key)[A-Za-z0-9_.\-]*[\"']?[ \t]*[:=]"  # assignments
     r"|://"
     r"|A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA|3T)"
     r"|gh[pousr]_|github_pat_|glpat-|sk-|[sr]k_(?:live|test)_|xox|xapp-"

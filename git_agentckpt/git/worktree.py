@@ -232,6 +232,17 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
 
 def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
     """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
+    return snapshot_and_changes(repo, secret_paths, None)[0]
+
+
+def snapshot_and_changes(
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+) -> tuple[str, frozenset[str]]:
+    """The working tree as a tree, and the paths that differ from `base_tree`.
+
+    The paths come from `git diff-index --cached` on the freshly added private index,
+    whose cache-tree skips unchanged directories: no tree walk in Python.
+    """
     base = agent_dir(repo)
     with locked(os.path.join(base, "index.flock")):
         env, config = _prepare_index(repo, secret_paths)
@@ -243,7 +254,16 @@ def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
                 hint="fix the path git names (e.g. an empty nested repository) "
                 "or add it to .gitignore",
             )
-        return run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+        changed: frozenset[str] = frozenset()
+        if base_tree is not None:
+            names = run_git(
+                ["diff-index", "--cached", "--name-only", "-z", "--no-renames", base_tree],
+                cwd=repo.workdir,
+                env=env,
+            ).stdout
+            changed = frozenset(os.fsdecode(p) for p in names.split(b"\0") if p)
+        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+        return tree, changed
 
 
 def private_index_path(repo: GitRepo) -> str:
