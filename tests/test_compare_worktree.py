@@ -69,3 +69,12 @@ def test_nested_repository_compares_by_its_head(repo: Path) -> None:
     git(nested, "commit", "-qm", "n2")
     changes, _ = compare_worktree(g, tree, SECRETS)
     assert [(c.path, c.status) for c in changes] == [("vendor/lib", "M")]
+
+
+def test_nested_repository_without_a_commit_is_no_drift(repo: Path) -> None:
+    g = GitRepo.discover(str(repo))
+    tree = snapshot_tree(g, SECRETS)
+    (repo / "scratch").mkdir()
+    git(repo / "scratch", "init", "-q")
+    assert compare_worktree(g, tree, SECRETS) == ([], tree)
+    assert snapshot_tree(g, SECRETS) == tree

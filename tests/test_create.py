@@ -153,3 +153,14 @@ def test_linked_worktree_has_its_own_private_index(repo: Path, tmp_path: Path) -
     gitdir = Path(git(other, "rev-parse", "--absolute-git-dir"))
     assert (gitdir / "agent" / "index").exists()
     assert not (repo / ".git" / "agent" / "index").exists()
+
+
+def test_nested_repository_without_a_commit_is_left_out(repo: Path) -> None:
+    (repo / "scratch").mkdir()
+    git(repo / "scratch", "init", "-q")
+    write(repo / "scratch" / "notes.txt", "n\n")
+    write(repo / "kept.txt", "k\n")
+    made = ckpt_json(repo, "create", "-t", "t")
+    files = git(repo, "ls-tree", "-r", "--name-only", made["tree"]).splitlines()
+    assert "kept.txt" in files
+    assert not [f for f in files if f.startswith("scratch")]

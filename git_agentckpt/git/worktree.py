@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -24,6 +25,7 @@ from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
 
 GITLINK = 0o160000
+_EMPTY_NESTED = re.compile(r"error: '(.+?)' does not have a commit checked out")
 SYMLINK = 0o120000
 
 
@@ -145,7 +147,9 @@ def compare_worktree(
         if entry is None:
             # the index holds the expected entry here, so status alone tells the change
             # (git status compared the contents itself): nothing to hash or look up
-            letter = {"?": "A", "D": "D"}.get(worktree[path], "M")
+            if worktree[path] == "?/" and repo.hash_worktree_file(path) is None:
+                continue  # a nested repository without a commit: never snapshotted
+            letter = {"?": "A", "?/": "A", "D": "D"}.get(worktree[path], "M")
             changes.append(Change(letter, path, None, None, 0, 0))
             continue
         old = (entry.old_id, entry.old_mode) if entry.old_id else None
@@ -176,8 +180,9 @@ def _parse_status(out: bytes) -> dict[str, str]:
     result: dict[str, str] = {}
     for rec in out.split(b"\0"):
         if rec.startswith(b"? "):
-            path = os.fsdecode(rec[2:]).rstrip("/")  # a nested repository: "dir/"
-            result[path] = "?"
+            path = os.fsdecode(rec[2:])
+            # "dir/" is a nested repository: "?/" so the caller checks its HEAD
+            result[path.rstrip("/")] = "?/" if path.endswith("/") else "?"
         elif rec.startswith(b"1 "):
             parts = rec.split(b" ", 8)
             worktree_side = parts[1][1:2].decode()
@@ -247,12 +252,19 @@ def snapshot_and_changes(
     with locked(os.path.join(base, "index.flock")):
         env, config = _prepare_index(repo, secret_paths)
         proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
+        empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
+        if proc.returncode != 0 and empty:
+            # a nested repository without a commit cannot be a gitlink: leave it out
+            skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
+            proc = run_git(
+                [*config, "add", "-A", "--", ".", *skip], cwd=repo.workdir, env=env, check=False
+            )
         if proc.returncode != 0:
-            reason = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            errors = [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
             raise OperationFailed(
-                "cannot snapshot the working tree: " + (reason[-1] if reason else "git add failed"),
-                hint="fix the path git names (e.g. an empty nested repository) "
-                "or add it to .gitignore",
+                "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
+                hint="fix the path git names, or add it to .gitignore",
             )
         changed: frozenset[str] = frozenset()
         if base_tree is not None:
