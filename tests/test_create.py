@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,18 @@ def test_nested_repository_without_a_commit_is_left_out(repo: Path) -> None:
     files = git(repo, "ls-tree", "-r", "--name-only", made["tree"]).splitlines()
     assert "kept.txt" in files
     assert not [f for f in files if f.startswith("scratch")]
+
+
+def test_private_index_naming_a_pruned_blob_is_rebuilt(repo: Path) -> None:
+    """`git gc` may prune a blob that only the private index knew (a `check` snapshot)."""
+    from git_agentckpt.git.repo import GitRepo
+    from git_agentckpt.git.worktree import snapshot_tree
+
+    write(repo / "draft.txt", "only ever seen by a check\n")
+    g = GitRepo.discover(str(repo))
+    snapshot_tree(g, ())  # the blob is written; no checkpoint keeps it
+    blob = git(repo, "hash-object", "draft.txt")
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # what a prune does
+    made = ckpt_json(repo, "create", "-t", "t")
+    assert git(repo, "cat-file", "-p", f"{made['tree']}:draft.txt") == "only ever seen by a check"
+    assert subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo).returncode == 0

@@ -17,7 +17,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from git_agentckpt.errors import OperationFailed, UsageError
@@ -250,32 +250,47 @@ def snapshot_and_changes(
     """
     base = agent_dir(repo)
     with locked(os.path.join(base, "index.flock")):
-        env, config = _prepare_index(repo, secret_paths)
-        proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
-        empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
-        if proc.returncode != 0 and empty:
-            # a nested repository without a commit cannot be a gitlink: leave it out
-            skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
-            proc = run_git(
-                [*config, "add", "-A", "--", ".", *skip], cwd=repo.workdir, env=env, check=False
-            )
-        if proc.returncode != 0:
-            lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            errors = [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
-            raise OperationFailed(
-                "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
-                hint="fix the path git names, or add it to .gitignore",
-            )
-        changed: frozenset[str] = frozenset()
-        if base_tree is not None:
-            names = run_git(
-                ["diff-index", "--cached", "--name-only", "-z", "--no-renames", base_tree],
-                cwd=repo.workdir,
-                env=env,
-            ).stdout
-            changed = frozenset(os.fsdecode(p) for p in names.split(b"\0") if p)
-        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
-        return tree, changed
+        try:
+            return _add_and_write(repo, secret_paths, base_tree)
+        except OperationFailed:
+            # The private index is a cache: if git cannot use it (corrupt, or naming
+            # blobs that `git gc` pruned because no checkpoint kept them), rebuild it
+            # from the user's index once and try again.
+            with suppress(FileNotFoundError):
+                os.unlink(os.path.join(base, "index"))
+            return _add_and_write(repo, secret_paths, base_tree)
+
+
+def _add_and_write(
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+) -> tuple[str, frozenset[str]]:
+    """Under the flock: `add -A`, the changed paths, `write-tree`."""
+    env, config = _prepare_index(repo, secret_paths)
+    proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
+    empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
+    if proc.returncode != 0 and empty:
+        # a nested repository without a commit cannot be a gitlink: leave it out
+        skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
+        proc = run_git(
+            [*config, "add", "-A", "--", ".", *skip], cwd=repo.workdir, env=env, check=False
+        )
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        errors = [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
+        raise OperationFailed(
+            "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
+            hint="fix the path git names, or add it to .gitignore",
+        )
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:
+        names = run_git(
+            ["diff-index", "--cached", "--name-only", "-z", "--no-renames", base_tree],
+            cwd=repo.workdir,
+            env=env,
+        ).stdout
+        changed = frozenset(os.fsdecode(p) for p in names.split(b"\0") if p)
+    tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    return tree, changed
 
 
 def private_index_path(repo: GitRepo) -> str:
