@@ -288,6 +288,7 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert run_demo(str(tmp_path / "demo"), keep=True, echo=lines.append) == 0
     text = "\n".join(lines)
     assert "exit 10" in text and "exit 0: confirmed" in text
+    assert "3 assertions: 1 checked (key-config.json), passed=True" in text
     assert "refs/agent/reports/ablation" in text
     assert git(tmp_path / "demo", "rev-parse", "--verify", "refs/agent/reports/ablation")
 

@@ -54,6 +54,7 @@ def _git(root: str, *args: str) -> None:
 
 def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
     import git_agentckpt
+    from git_agentckpt.config_edit import set_key
     from git_agentckpt.recovery.flow import ResumeOptions, confirm, resume
 
     root = os.path.abspath(directory) if directory else tempfile.mkdtemp(prefix="ckpt-demo-")
@@ -77,6 +78,12 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         _git(root, "commit", "-qm", "project")
         ck = git_agentckpt.open(root)
         ck.init()
+        settings = os.path.join(root, ".agent", "ckpt.toml")
+        with open(settings, encoding="utf-8") as fh:
+            text = set_key(fh.read(), "env.key_inputs", ["config.json"]).text
+        with open(settings, "w", encoding="utf-8") as fh:
+            fh.write(text)  # every checkpoint now pins config.json by sha256
+        ck = git_agentckpt.open(root)
         task = "ablation"
         echo("\n== the agent starts a task with four steps and two constraints")
         ck.task_start(
@@ -131,7 +138,12 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         assert isinstance(locate, dict)
         echo(f"   1 locate:     {locate['reason']}")
         echo(f"   2 verify:     {json.dumps(report.get('verify_decision'))}")
-        echo(f"   3 assertions: {json.dumps((report.get('assertions') or {}).get('passed'))}")
+        checked = report.get("assertions") or {}
+        assert isinstance(checked, dict)
+        results = checked.get("results") or []
+        assert isinstance(results, list)
+        ids = ", ".join(str(r.get("id")) for r in results if isinstance(r, dict))
+        echo(f"   3 assertions: {len(results)} checked ({ids}), passed={checked.get('passed')}")
         echo("   4 brief:")
         assert out.brief is not None
         for line in out.brief.markdown.splitlines():
