@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from git_agentckpt.cli.main import cli
+from git_agentckpt.cli.main import LAZY_COMMANDS, cli, load_all_commands
+
+load_all_commands()
 
 ROOT = Path(__file__).resolve().parent.parent
 MAN = (ROOT / "man" / "git-ckpt.1").read_text()
@@ -25,6 +27,10 @@ def walk(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Comm
             yield from walk(cmd, full + " ")
         else:
             yield full, cmd
+
+
+def test_lazy_command_table_is_complete() -> None:
+    assert set(cli.commands) == set(LAZY_COMMANDS)
 
 
 def test_every_command_has_help_and_a_man_section() -> None:

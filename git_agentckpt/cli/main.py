@@ -6,6 +6,7 @@ traceback reaches the user unless GIT_CKPT_DEBUG=1.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -24,7 +25,46 @@ def _report(ctx: click.Context, message: str, status: int) -> None:
         click.echo(json.dumps({"error": message, "exit": status}, separators=(",", ":")))
 
 
+# Each command's module is imported only when that command runs (or help lists it):
+# every `git ckpt` call pays Python start-up, so the other modules are not loaded.
+LAZY_COMMANDS = {
+    "init": "commands_ckpt",
+    "create": "commands_ckpt",
+    "list": "commands_ckpt",
+    "show": "commands_ckpt",
+    "log": "commands_ckpt",
+    "diff": "commands_ckpt",
+    "restore": "commands_ckpt",
+    "event": "commands_ckpt",
+    "task": "commands_task",
+    "step": "commands_task",
+    "resume": "commands_resume",
+    "confirm": "commands_resume",
+    "report": "commands_resume",
+    "demo": "commands_resume",
+    "tick": "commands_policy",
+    "config": "commands_policy",
+    "check": "commands_contracts",
+    "trust": "commands_contracts",
+    "hooks": "commands_hooks",
+    "hook": "commands_hooks",
+}
+
+
+def load_all_commands() -> None:
+    for module in sorted(set(LAZY_COMMANDS.values())):
+        importlib.import_module(f"git_agentckpt.cli.{module}")
+
+
 class CkptGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            importlib.import_module(f"git_agentckpt.cli.{LAZY_COMMANDS[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["ckpt.json"] = "--json" in args
         return super().parse_args(ctx, args)
@@ -82,13 +122,3 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(int(Exit.INTERRUPTED))
 
-
-# the commands register themselves on `cli`
-from git_agentckpt.cli import (  # noqa: E402, F401
-    commands_ckpt,
-    commands_contracts,
-    commands_hooks,
-    commands_policy,
-    commands_resume,
-    commands_task,
-)
