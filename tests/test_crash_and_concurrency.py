@@ -133,3 +133,32 @@ def test_kill_9_during_resume_gives_the_same_start_again(repo: Path) -> None:
         ["git", "fsck", "--no-dangling", "--no-progress"], cwd=repo, capture_output=True, text=True
     )
     assert fsck.returncode == 0, fsck.stderr + fsck.stdout
+
+
+CONCURRENT_CREATE = """
+import sys, git_agentckpt
+ck = git_agentckpt.open(sys.argv[1])
+for i in range(15):
+    ck.create(task="both", message=f"w{sys.argv[2]}-{i}", light=(i % 2 == 0))
+"""
+
+
+def test_concurrent_creates_on_one_task_keep_a_linear_chain(repo: Path) -> None:
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CONCURRENT_CREATE, str(repo), str(w)])
+        for w in range(3)
+    ]
+    for p in procs:
+        assert p.wait(timeout=240) == 0
+    chain = git(repo, "log", "--first-parent", "--format=%s", "refs/agent/checkpoints/both")
+    subjects = [s for s in chain.splitlines() if s.startswith("checkpoint ")]
+    assert len(subjects) == 45  # none lost
+    numbers = [int(s.split()[1]) for s in subjects]
+    assert numbers == list(range(45, 0, -1))  # linear, numbered without gaps
+    events = [
+        json.loads(line)
+        for line in git(repo, "log", "--format=%B", "refs/agent/events/both").splitlines()
+        if line.startswith("{")
+    ]
+    committed = {e["links"]["checkpoint"] for e in events if e["type"] == "checkpoint.commit"}
+    assert len(committed) == 45
