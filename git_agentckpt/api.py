@@ -10,7 +10,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
@@ -20,6 +20,7 @@ from git_agentckpt.model import (
     JSON,
     Event,
     NewEvent,
+    RunInfo,
     find_step,
     merge_update,
     new_state,
@@ -32,6 +33,8 @@ from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state
 from git_agentckpt.store.tools import file_hashes, tool_versions
+
+__all__ = ["Checkpointer", "RestoreResult", "RunInfo"]
 
 EventLike = NewEvent | Mapping[str, Any]
 
@@ -54,16 +57,6 @@ class RestoreResult:
             "safety_checkpoint": self.safety.to_json() if self.safety else None,
             "dry_run": self.dry_run,
         }
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What an agent tells us about the run: recorded in `env` and `usage`."""
-
-    model: str | None = None
-    model_version: str | None = None
-    params: Mapping[str, JSON] = field(default_factory=dict)
-    usage: Mapping[str, JSON] = field(default_factory=dict)
 
 
 def _as_new_event(ev: EventLike) -> NewEvent:

@@ -56,6 +56,16 @@ def check_version(obj: Mapping[str, JSON], what: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What an agent tells us about the run: recorded in `env` and `usage`."""
+
+    model: str | None = None
+    model_version: str | None = None
+    params: Mapping[str, JSON] = field(default_factory=dict)
+    usage: Mapping[str, JSON] = field(default_factory=dict)
+
+
 # -- events ----------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.errors import UsageError
-from git_agentckpt.model import JSON, NewEvent
+from git_agentckpt.model import JSON, NewEvent, RunInfo
 from git_agentckpt.settings import SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
@@ -109,8 +109,6 @@ def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: s
 
 
 def tick(ck: Checkpointer, task: str | None, given: Signals, explicit: set[str]) -> TickResult:
-    from git_agentckpt.api import RunInfo
-
     t = ck.resolve_task(task)
     policy = load_policy(ck)
     signals = derive_signals(ck, t, given, explicit)
