@@ -162,3 +162,19 @@ def test_concurrent_creates_on_one_task_keep_a_linear_chain(repo: Path) -> None:
     ]
     committed = {e["links"]["checkpoint"] for e in events if e["type"] == "checkpoint.commit"}
     assert len(committed) == 45
+
+
+def test_a_killed_writers_stale_ref_lock_is_broken(repo: Path) -> None:
+    import git_agentckpt
+
+    ck = git_agentckpt.open(str(repo))
+    first = ck.create(task="locked", message="one")
+    for ref in ("refs/agent/checkpoints/locked", "refs/agent/events/locked"):
+        lock = repo / ".git" / (ref + ".lock")
+        lock.write_text(first.commit + "\n")
+        old = time.time() - 60
+        os.utime(lock, (old, old))  # left by a writer killed a minute ago
+    second = ck.create(task="locked", message="two")
+    assert second.parent == first.commit
+    assert git(repo, "rev-parse", "refs/agent/checkpoints/locked") == second.commit
+    assert not (repo / ".git" / "refs/agent/checkpoints/locked.lock").exists()

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.errors import CorruptError, NotFound
+from git_agentckpt.errors import ConflictError, CorruptError, NotFound
 from git_agentckpt.git.notes import read_note, write_notes
 from git_agentckpt.git.repo import CommitInfo, GitRepo
 from git_agentckpt.git.worktree import locked, snapshot_tree
@@ -96,6 +98,7 @@ def parse_checkpoint(info: CommitInfo) -> Checkpoint | None:
     )
 
 
+LOCK_WAIT_SECONDS = 10.0  # longer than STALE_LOCK_SECONDS, so a killed writer's lock is broken
 _TILDE = re.compile(r"^(?P<task>.+?)~(?P<n>\d+)$")
 _HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
 
@@ -211,12 +214,31 @@ class CheckpointStore:
                 )
                 if made is not None:
                     return made
-        from git_agentckpt.errors import ConflictError
-
         raise ConflictError(
             f"checkpoint ref of {task} kept moving under another writer",
             hint="nothing was committed; run the command again",
         )
+
+    def _move_ref(self, task: TaskName, commit: str, old: str | None, message: str) -> bool:
+        """The compare-and-swap of the commit point. False: another writer moved the ref.
+
+        A ref that is only *locked* (by a writer now, or by one that was killed) is
+        waited for; `cas_ref` breaks a lock old enough to be stale.
+        """
+        delay = 0.001
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            if self.repo.cas_ref(task.checkpoints_ref, commit, old, message):
+                return True
+            if self.repo.read_ref(task.checkpoints_ref) != old:
+                return False
+            if time.monotonic() > deadline:
+                raise ConflictError(
+                    f"{task.checkpoints_ref} stayed locked for {LOCK_WAIT_SECONDS:.0f} s",
+                    hint=f"if no git process is running, remove .git/{task.checkpoints_ref}.lock",
+                )
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 1.6, 0.1)
 
     def _create_once(
         self,
@@ -283,7 +305,7 @@ class CheckpointStore:
         problems = check_updates(repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
         if problems:
             raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
-        if not repo.cas_ref(task.checkpoints_ref, commit, old, f"git ckpt: {subject}"):
+        if not self._move_ref(task, commit, old, f"git ckpt: {subject}"):
             self.log.append(
                 task,
                 [
