@@ -121,4 +121,3 @@ def main() -> None:
         cli.main(prog_name="git ckpt", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(int(Exit.INTERRUPTED))
-

@@ -44,22 +44,6 @@ def read_note_at(repo: GitRepo, top: str, target: str) -> bytes | None:
         tree, rest = sub[0], rest[2:]
 
 
-def list_note_targets(repo: GitRepo, notes_ref: str) -> list[str]:
-    tip = repo.read_ref(notes_ref)
-    if tip is None:
-        return []
-    out: list[str] = []
-    stack = [("", _top_tree(repo, tip))]
-    while stack:
-        prefix, tree = stack.pop()
-        for name, (oid, mode) in repo.tree_entries(tree).items():
-            if mode == _TREE:
-                stack.append((prefix + name, oid))
-            else:
-                out.append(prefix + name)
-    return out
-
-
 def _apply(repo: GitRepo, top: str, notes: Mapping[str, bytes | None]) -> str:
     top_entries = repo.tree_entries(top)
     changes: dict[str, tuple[str, int]] = {}

@@ -142,16 +142,6 @@ class GitRepo:
         except pygit2.GitError:
             return None
 
-    def head_name(self) -> str | None:
-        try:
-            ref = self._repo.references.get("HEAD")
-            if ref is None:
-                return None
-            target = ref.target
-            return target if isinstance(target, str) else None
-        except pygit2.GitError:
-            return None
-
     def read_ref(self, name: str) -> str | None:
         try:
             ref = self._repo.references.get(name)
@@ -279,19 +269,6 @@ class GitRepo:
             raise CorruptError(f"object {tree_id} is not a tree")
         return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
 
-    def tree_entry(self, tree_id: str, path: str) -> tuple[str, int] | None:
-        """(oid, mode) of the file at `path` in a tree, or None."""
-        tree = self._lookup(tree_id)
-        if not isinstance(tree, pygit2.Tree):
-            raise CorruptError(f"object {tree_id} is not a tree")
-        try:
-            entry = tree[path]
-        except KeyError:
-            return None
-        if entry.filemode == FileMode.TREE:
-            return None
-        return str(entry.id), int(entry.filemode)
-
     def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
         """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
         tree = self._lookup(tree_id)
@@ -343,18 +320,13 @@ class GitRepo:
             time=int(obj.commit_time),
         )
 
-    def walk(self, tip: str, *, first_parent: bool = True) -> Iterator[CommitInfo]:
-        """Commits from `tip` backwards (first-parent chain by default)."""
-        if first_parent:
-            current: str | None = tip
-            while current is not None:
-                info = self.read_commit(current)
-                yield info
-                current = info.parents[0] if info.parents else None
-            return
-        walker = self._repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-        for commit in walker:
-            yield self.read_commit(str(commit.id))
+    def walk(self, tip: str) -> Iterator[CommitInfo]:
+        """Commits from `tip` backwards along the first-parent chain."""
+        current: str | None = tip
+        while current is not None:
+            info = self.read_commit(current)
+            yield info
+            current = info.parents[0] if info.parents else None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:

@@ -293,10 +293,6 @@ def _add_and_write(
     return tree, changed
 
 
-def private_index_path(repo: GitRepo) -> str:
-    return os.path.join(agent_dir(repo), "index")
-
-
 # -- writing a tree back to the working tree ----------------------------------------
 
 

@@ -8,7 +8,7 @@ argv (see contracts/trust.py), otherwise they are reported `untrusted`.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,7 +93,3 @@ def find_rollback(
         if run.passed:
             return ckpt, tried
     return None, tried
-
-
-def summarize(runs: Sequence[AssertionRun]) -> list[dict[str, JSON]]:
-    return [r.to_json() for r in runs]

@@ -32,7 +32,6 @@ from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
 from git_agentckpt.recovery.report import read_report, report_files, save_report
 from git_agentckpt.recovery.verify import Verification, ensure_tree, verify_workspace
 from git_agentckpt.settings import CONTRACTS_DIR
-from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state
 
@@ -430,10 +429,6 @@ def confirm(
                 f"report {report_id}: {'confirmed' if verdict.passed else 'rejected'}\n",
             )
     return (Exit.OK if verdict.passed else Exit.BAD_RESTATEMENT), verdict, result
-
-
-def state_checkpoint(ck: Checkpointer, task: TaskName) -> Checkpoint | None:
-    return ck.store.tip(task)
 
 
 __all__ = ["ResumeOptions", "ResumeOutcome", "Verification", "confirm", "resume"]
