@@ -58,6 +58,7 @@ from git_agentckpt.git.worktree import snapshot_and_changes
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.tools import sha256_file
 
 if TYPE_CHECKING:
     from git_agentckpt.api import Checkpointer
@@ -271,22 +272,11 @@ def key_input_assertions(workdir: str, paths: Sequence[str]) -> list[dict[str, J
         if stat.S_ISDIR(mode):
             check: dict[str, JSON] = {"kind": "file_exists", "file": rel}
         elif stat.S_ISREG(mode):
-            check = {"kind": "file_sha256", "file": rel, "sha256": _sha256_file(full)}
+            check = {"kind": "file_sha256", "file": rel, "sha256": sha256_file(full)}
         else:
             continue
         out.append({"id": ident, "text": f"key input {rel} as at this checkpoint", "check": check})
     return out
-
-
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
 
 
 # ---- git ckpt check -----------------------------------------------------------

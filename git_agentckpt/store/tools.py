@@ -60,17 +60,24 @@ def tool_versions() -> dict[str, JSON]:
     }
 
 
+def sha256_file(path: str) -> str:
+    """sha256 of a file, read in 1 MiB chunks (O_NONBLOCK: a FIFO cannot hang it)."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
 def file_hashes(workdir: str, paths: tuple[str, ...]) -> dict[str, JSON]:
     """sha256 of each named file (None when it is missing)."""
     out: dict[str, JSON] = {}
     for rel in paths:
-        full = os.path.join(workdir, rel)
         try:
-            h = hashlib.sha256()
-            with open(full, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            out[rel] = h.hexdigest()
+            out[rel] = sha256_file(os.path.join(workdir, rel))
         except OSError:
             out[rel] = None
     return out
