@@ -188,7 +188,10 @@ class Checkpointer:
         `{"id": …, "check": {…}}`; they are checked on resume.
         """
         t = self.resolve_task(task)
-        current, _ = current_state(self.store, self.log, t)
+        # step done and resume hand over the state they just read: no second replay
+        current = _state_override
+        if current is None:
+            current, _ = current_state(self.store, self.log, t)
         if current is None:  # an agent checkpointing a task nobody started: start it
             t.check_no_prefix_clash(self.tasks())
             current = new_state(t.name, "", [], [])
@@ -198,7 +201,7 @@ class Checkpointer:
                 f"task {t} is recovering: confirm the restatement first",
                 hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
             )
-        new = _state_override if _state_override is not None else current
+        new = current
         if state:
             new = merge_update(new, state)
         if step is not None and find_step(new, step) is None:
