@@ -18,7 +18,6 @@ from git_agentckpt.settings import SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import events_since_tip
 from git_agentckpt.triggers import Decision, Policy, Signals, decide
 
 if TYPE_CHECKING:
@@ -64,43 +63,49 @@ def _share(usage: Any) -> float | None:
     return max(shares) if shares else None
 
 
-def _steps_since(ck: Checkpointer, task: TaskName, last_full: Checkpoint | None) -> int:
-    """Steps that ended (`step.end`) since the last full checkpoint was prepared."""
-    count = 0
+def _scan(
+    ck: Checkpointer, task: TaskName, tip: Checkpoint | None, last_full: Checkpoint | None
+) -> tuple[int, int, bool]:
+    """One walk back through the log to the last full checkpoint's `prepare`.
+
+    Returns the tool/model calls since the tip, the steps ended since the last full
+    checkpoint, and whether the newest `trigger.decision` since then still owes a
+    full checkpoint (a full checkpoint pays any older debt).
+    """
+    calls = steps = 0
+    owed: bool | None = None
+    before_tip = False  # no tip: every call counts
     for ev in ck.log.iter_back(task):
-        if (
-            last_full is not None
-            and ev.type == "checkpoint.prepare"
-            and (ev.links.get("checkpoint") == last_full.commit)
-        ):
-            break
-        if ev.type == "step.end":
-            count += 1
-    return count
+        if ev.type == "checkpoint.prepare":
+            commit = ev.links.get("checkpoint")
+            before_tip = before_tip or (tip is not None and commit == tip.commit)
+            if last_full is not None and commit == last_full.commit:
+                break
+        if ev.type in CALL_TYPES and not before_tip:
+            calls += 1
+        elif ev.type == "step.end":
+            steps += 1
+        elif ev.type == "trigger.decision" and owed is None:
+            owed = bool((ev.data.get("decision") or {}).get("full_pending"))
+    return calls, steps, bool(owed)
 
 
 def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: set[str]) -> Signals:
     """Fill in what the caller did not give (`explicit` names the fields it gave)."""
-    tip = ck.store.tip(task)
-    last_full = next((c for c in ck.store.chain(task) if c.kind == "full"), None)
-    after = events_since_tip(ck.log, task, tip)
-    owed = False
-    for ev in reversed(after):
-        if ev.type == "trigger.decision":
-            owed = bool((ev.data.get("decision") or {}).get("full_pending"))
-            break
-    else:
-        if tip is not None and tip.kind != "full":
-            for ev in ck.log.iter_back(task):
-                if ev.type == "trigger.decision":
-                    owed = bool((ev.data.get("decision") or {}).get("full_pending"))
-                    break
+    chain = ck.store.chain(task)
+    tip = next(chain, None)
+    last_full = (
+        tip
+        if tip is None or tip.kind == "full"
+        else next((c for c in chain if c.kind == "full"), None)
+    )
+    calls, steps, owed = _scan(ck, task, tip, last_full)
     note = ck.store.state_note(tip.commit) if tip else None
     derived: dict[str, Any] = {
         "last_checkpoint_at": float(tip.time) if tip else None,
         "last_full_at": float(last_full.time) if last_full else None,
-        "calls_since": sum(1 for ev in after if ev.type in CALL_TYPES),
-        "steps_since": _steps_since(ck, task, last_full),
+        "calls_since": calls,
+        "steps_since": steps,
         "usage_at_last_checkpoint": _share(note.get("usage")) if note else None,
         "snapshot_cost_seconds": read_cost(ck.repo),
         "full_pending": owed,
