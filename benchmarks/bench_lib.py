@@ -224,12 +224,27 @@ def cli_path() -> str:
     return found
 
 
-def cli_env(work: Path) -> dict[str, str]:
-    """Like an installed package: bytecode cached (in the temp dir, not in the source tree)."""
+def cli_env(work: Path, server: bool = True) -> dict[str, str]:
+    """Like an installed package: bytecode cached (in the temp dir, not in the source tree).
+
+    `server`: calls are handed to the warm server (the default for users), or each
+    runs in its own process (GIT_CKPT_SERVER=off).
+    """
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    env["GIT_CKPT_SERVER"] = "auto" if server else "off"
+    env["GIT_CKPT_SERVER_IDLE"] = "600"
     return env
+
+
+def start_server(env: Mapping[str, str]) -> None:
+    """Start the warm server of the sealed HOME (calls would start it on their own)."""
+    run_cli([cli_path(), "server", "start"], env)
+
+
+def stop_servers(env: Mapping[str, str]) -> None:
+    subprocess.run([cli_path(), "server", "stop"], capture_output=True, check=False, env=env)
 
 
 def run_cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:

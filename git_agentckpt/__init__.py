@@ -6,8 +6,9 @@ the MCP server and Python users call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+# Not `from typing import TYPE_CHECKING`: `git-ckpt` imports this package before it
+# knows whether a warm server will run the call (cli/launch.py), and typing costs ~10 ms.
+TYPE_CHECKING = False
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

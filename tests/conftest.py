@@ -20,6 +20,9 @@ SEALED_VARS = {
     "TZ": "UTC",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
+    # Calls run in their own process: a warm server per test HOME would outlive the
+    # test (tests/test_server.py turns it on and stops it).
+    "GIT_CKPT_SERVER": "off",
 }
 STRIPPED_PREFIXES = ("GIT_", "GIT_CKPT_")
 

@@ -48,6 +48,7 @@ LAZY_COMMANDS = {
     "trust": "commands_contracts",
     "hooks": "commands_hooks",
     "hook": "commands_hooks",
+    "server": "commands_server",
 }
 
 
