@@ -24,7 +24,6 @@ import json
 import os
 import pstats
 import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +31,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench_check_child import MAIN, OPEN, RUN, SCRIPT
-from bench_lib import Mutator, Row, Series, alternate, cli_path, git, median, paired, run_cli
+from bench_lib import (
+    Mutator,
+    Row,
+    Series,
+    alternate,
+    cli_path,
+    cli_python,
+    git,
+    median,
+    paired,
+    run_cli,
+)
 from bench_profile import frame_label, git_subcommand
 
 if TYPE_CHECKING:
@@ -188,7 +198,7 @@ def bench_check(
     res.status_lines = len(status().splitlines())
 
     for label, code in _IMPORTS.items():
-        run = functools.partial(run_cli, [sys.executable, "-c", code], env)
+        run = functools.partial(run_cli, [cli_python(), "-c", code], env)
         run()
         res.startup[label] = Series()
         for _ in range(rounds):
@@ -267,7 +277,7 @@ CLICK = "click, output, exit (`main()` − the above)"
 
 
 def _child(mode: str, out: str, repo: Path, env: Mapping[str, str]) -> dict[str, Any]:
-    argv = [sys.executable, str(CHILD), mode, out, "-C", str(repo), "check", TASK]
+    argv = [cli_python(), str(CHILD), mode, out, "-C", str(repo), "check", TASK]
     subprocess.run(argv, env=env, check=True, capture_output=True)
     with open(out + ".json", encoding="utf-8") as fh:
         doc: dict[str, Any] = json.load(fh)

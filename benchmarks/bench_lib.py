@@ -216,8 +216,14 @@ class GitEventAppend:
 # -- the CLI ------------------------------------------------------------------------------
 
 
+def cli_python() -> str:
+    """The interpreter of the CLI under test: run.sh's non-editable install, or ours."""
+    venv = os.environ.get("BENCH_CLI_VENV")
+    return os.path.join(venv, "bin", "python") if venv else sys.executable
+
+
 def cli_path() -> str:
-    exe = Path(sys.executable).parent / "git-ckpt"
+    exe = Path(cli_python()).parent / "git-ckpt"
     found = str(exe) if exe.exists() else shutil.which("git-ckpt")
     if not found:
         raise SystemExit("git-ckpt is not installed in the venv: run `.venv/bin/pip install -e .`")

@@ -55,6 +55,7 @@ from bench_lib import (
     bench_event,
     cli_env,
     cli_path,
+    cli_python,
     cpu_model,
     git,
     git_event_body,
@@ -117,6 +118,8 @@ def machine_facts(work: Path, p: Params) -> dict[str, Any]:
         "libgit2": pygit2.LIBGIT2_VERSION,
         "git-agentckpt": metadata.version("git-agentckpt"),
         "temp dir file system": run_cmd("stat", "-f", "-c", "%T", str(work)),
+        "CLI under test": cli_path()
+        + (" (non-editable install)" if os.environ.get("BENCH_CLI_VENV") else " (.venv)"),
         "files in tree": p.files,
         "rounds": p.rounds,
         "mode": "quick" if p.quick else "default",
@@ -204,7 +207,7 @@ def bench_cli(repo: Path, work: Path, mut: Mutator, rounds: int) -> CliResult:
             functools.partial(res.git_startup.add, gitv),
         )
     for label, code in IMPORT_STEPS.items():
-        run = functools.partial(run_cli, [sys.executable, "-c", code], env)
+        run = functools.partial(run_cli, [cli_python(), "-c", code], env)
         run()
         for _ in range(rounds):
             res.imports[label].add(run)

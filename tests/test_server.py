@@ -132,7 +132,7 @@ def server_pids() -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ours = b"git_agentckpt.cli.server" in argv and argv[-2:-1]
+        ours = any(b"git_agentckpt.cli.server" in arg for arg in argv) and argv[-2:-1]
         if ours and argv[-2].endswith(b"|" + home) and not gone(int(entry.name)):
             found.append(int(entry.name))
     return found
@@ -453,3 +453,21 @@ def test_requests_are_parsed_strictly() -> None:
     assert exit_status(0) == 0
     assert exit_status(3 << 8) == 3
     assert exit_status(signal.SIGKILL) == 128 + signal.SIGKILL
+
+
+def test_a_package_in_the_working_directory_is_not_what_the_server_runs(
+    repo: Path, served: None, tmp_path: Path
+) -> None:
+    """`python -m` would import ./git_agentckpt (a source checkout, or a trap) first."""
+    marker = tmp_path / "imported"
+    fake = repo / "git_agentckpt"
+    (fake / "cli").mkdir(parents=True)
+    trap = f"open({str(marker)!r}, 'w').close()\n"
+    for rel in ("__init__.py", "cli/__init__.py", "cli/server.py"):
+        (fake / rel).write_text(trap)
+    ok(repo, "init")
+    found = running_status()
+    assert found["package"] == launch.package_dir()
+    ok(repo, "list")
+    assert status()["served"] == 1
+    assert not marker.exists()

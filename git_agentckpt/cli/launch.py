@@ -344,7 +344,13 @@ def spawn_server(fp: str) -> int | None:
         (os.POSIX_SPAWN_OPEN, 1, null, os.O_WRONLY, 0),
         (os.POSIX_SPAWN_OPEN, 2, null, os.O_WRONLY, 0),
     ]
-    argv = [sys.executable, "-m", "git_agentckpt.cli.server", fp]
+    # The very package this process runs (not whatever `-m` would find from the
+    # working directory, e.g. a source checkout): its parent goes first on the path.
+    code = (
+        f"import sys; sys.path.insert(0, {os.path.dirname(package_dir())!r}); "
+        "from git_agentckpt.cli.server import main; sys.exit(main())"
+    )
+    argv = [sys.executable, "-P", "-c", code, fp]
     try:
         return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
     except OSError:

@@ -1,7 +1,8 @@
 """The warm server behind `git-ckpt`: modules imported once, one forked child per call.
 
 Started in the background by `cli/launch.py` (or `git ckpt server start`) as
-`python -m git_agentckpt.cli.server FINGERPRINT`. It imports every module a
+`python -P -c "...; from git_agentckpt.cli.server import main; ..." FINGERPRINT`
+(the caller's own copy of the package first on the path). It imports every module a
 command may need, binds the abstract unix socket named after the fingerprint
 (another server already bound it: this one exits), then serves until it has
 been idle for GIT_CKPT_SERVER_IDLE seconds (900), gets SIGTERM, or `stop`.
