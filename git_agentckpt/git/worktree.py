@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from git_agentckpt.errors import OperationFailed, UsageError
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
+from git_agentckpt.git.shadow import shadow_git_dir
 
 GITLINK = 0o160000
 _EMPTY_NESTED = re.compile(r"error: '(.+?)' does not have a commit checked out")
@@ -109,36 +110,44 @@ def compare_worktree(
     Each change has its path and status; blob ids are given where they are known
     without hashing (most paths have none: verification needs only the paths).
 
-    About the cost of `git status`: one `git status` on the private index (index
-    against the working tree, through the stat cache) and one `git diff-index
-    --cached` (the expected tree against the index, skipping unchanged directories by
-    the cache-tree). Nothing is hashed or written; the rare path where the two
-    disagree is settled by hashing that one file. When the working tree differs, the
+    About the cost of `git status`: one `git status` on the private index, run with
+    a shadow git dir whose HEAD is the expected tree (`git/shadow.py`), so its HEAD
+    side is the expected tree against the index (skipping unchanged directories by
+    the cache-tree) and its other side the index against the working tree, through
+    the stat cache. (Without the shadow: the same `status` plus a `diff-index
+    --cached`.) Nothing is hashed or written; the rare path where the two disagree
+    is settled by hashing that one file. When the working tree differs, the
     caller snapshots it with `snapshot_tree` if it needs the tree.
     """
     base = agent_dir(repo)
+    status_args = [
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules=dirty",  # a nested repository changes by its HEAD only
+    ]
     with locked(os.path.join(base, "index.flock")):
         env, config = _prepare_index(repo, secret_paths)
-        status = run_git(
-            [
-                *config,
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--untracked-files=all",
-                "--no-renames",
-                "--ignore-submodules=dirty",  # a nested repository changes by its HEAD only
-            ],
-            cwd=repo.workdir,
-            env=env,
-        ).stdout
-        staged = run_git(
-            ["diff-index", "--cached", "--raw", "-z", "--no-renames", expected_tree],
-            cwd=repo.workdir,
-            env=env,
-        ).stdout
-    by_index = {c.path: c for c in _parse_raw(staged)}  # expected -> index
-    worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
+        shadow = shadow_git_dir(repo, base, expected_tree)
+        if shadow is not None:  # one `git status` whose HEAD is the expected tree
+            out = run_git(
+                ["--git-dir", shadow, "--work-tree", repo.workdir, *config, *status_args],
+                cwd=repo.workdir,
+                env=env,
+            ).stdout
+            by_index = {c.path: c for c in _parse_status_heads(out)}
+            worktree = _parse_status(out)
+        else:
+            status = run_git([*config, *status_args], cwd=repo.workdir, env=env).stdout
+            staged = run_git(
+                ["diff-index", "--cached", "--raw", "-z", "--no-renames", expected_tree],
+                cwd=repo.workdir,
+                env=env,
+            ).stdout
+            by_index = {c.path: c for c in _parse_raw(staged)}  # expected -> index
+            worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
     if not by_index and not worktree:
         return [], expected_tree
     changes: list[Change] = []
@@ -189,6 +198,36 @@ def _parse_status(out: bytes) -> dict[str, str]:
             if worktree_side != ".":
                 result[os.fsdecode(parts[8])] = worktree_side
     return result
+
+
+def _parse_status_heads(out: bytes) -> list[Change]:
+    """`git status --porcelain=v2 -z` entries whose HEAD side differs from the index.
+
+    `1 XY sub mH mI mW hH hI path`: X is HEAD -> index (here HEAD is the expected
+    tree), so these are the records `diff-index --cached` would give.
+    """
+    changes: list[Change] = []
+    for rec in out.split(b"\0"):
+        if not rec.startswith(b"1 "):
+            continue
+        parts = rec.split(b" ", 8)
+        side = parts[1][:1].decode()
+        if side == ".":
+            continue
+        m_head, m_index = int(parts[3], 8), int(parts[4], 8)
+        h_head, h_index = parts[6].decode(), parts[7].decode()
+        zero = "0" * len(h_head)
+        changes.append(
+            Change(
+                status=side,
+                path=os.fsdecode(parts[8]),
+                old_id=None if side == "A" or h_head == zero else h_head,
+                new_id=None if side == "D" or h_index == zero else h_index,
+                old_mode=0 if side == "A" else m_head,
+                new_mode=0 if side == "D" else m_index,
+            )
+        )
+    return changes
 
 
 def _parse_raw(out: bytes) -> list[Change]:
