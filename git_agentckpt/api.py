@@ -89,6 +89,7 @@ class Checkpointer:
     def settings(self) -> Settings:
         if self._settings is None:
             self._settings = load_settings(self.repo.workdir)
+            self.repo.max_file_size = self._settings.max_file_size
         return self._settings
 
     # -- tasks ------------------------------------------------------------------------

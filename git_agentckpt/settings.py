@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from git_agentckpt.errors import UsageError
+from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.redact import DEFAULT_SECRET_PATHS
 
 SETTINGS_PATH = ".agent/ckpt.toml"
@@ -35,11 +36,38 @@ class Settings:
     regenerable: tuple[str, ...] = DEFAULT_REGENERABLE
     env_files: tuple[str, ...] = ()
     key_inputs: tuple[str, ...] = ()
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no cap
     raw: Mapping[str, Any] = field(default_factory=dict)
 
     def table(self, name: str) -> Mapping[str, Any]:
         value = self.raw.get(name, {})
         return value if isinstance(value, dict) else {}
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: object, where: str) -> int:
+    """Bytes from an integer or a string like `100MiB`, `1.5G`, `500k` (0: no cap)."""
+    if isinstance(value, bool):
+        raise UsageError(f"{where} must be a size such as 104857600 or \"100MiB\"")
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        for suffix in ("ib", "b"):
+            if text.endswith(suffix) and text[: -len(suffix)][-1:] in "kmgt" and text != suffix:
+                text = text[: -len(suffix)]
+                break
+        unit = text[-1:] if text[-1:] in "kmgt" else ""
+        number = text[: len(text) - len(unit)]
+        try:
+            amount = float(number)
+        except ValueError:
+            amount = -1.0
+        if amount >= 0 and number:
+            return int(amount * _UNITS[unit])
+    raise UsageError(f"{where} must be a size such as 104857600 or \"100MiB\", not {value!r}")
 
 
 def _strings(
@@ -75,6 +103,10 @@ def settings_from_doc(raw: Mapping[str, Any]) -> Settings:
         regenerable=_strings(snap, "regenerable", DEFAULT_REGENERABLE, SETTINGS_PATH),
         env_files=_strings(env, "files", (), SETTINGS_PATH),
         key_inputs=_strings(env, "key_inputs", (), SETTINGS_PATH),
+        max_file_size=parse_size(
+            snap.get("max_file_size", DEFAULT_MAX_FILE_SIZE),
+            f"{SETTINGS_PATH}: [snapshot] max_file_size",
+        ),
         raw=raw,
     )
 
@@ -93,6 +125,8 @@ SETTINGS_HEADER = """\
 # git-ckpt settings (see `man git-ckpt`, section SETTINGS).
 # [snapshot] secret_paths: gitignore-style globs never stored in a snapshot.
 # [snapshot] regenerable: files that resume may clean and regenerate.
+# [snapshot] max_file_size: untracked files above it ("100MiB" by default, 0: no
+#   cap) are recorded by size and sha256 instead of stored.
 # [env] files: files whose sha256 every checkpoint records in its env.
 # [env] key_inputs: files (configs, data) every checkpoint asserts by sha256.
 

@@ -19,6 +19,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, FileMode
 
 from git_agentckpt.errors import ConflictError, CorruptError, NotFound, RepositoryError
+from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 STALE_LOCK_SECONDS = 5.0
@@ -110,6 +111,9 @@ class GitRepo:
                 hint="run git ckpt inside a clone with a working tree",
             )
         assert workdir is not None
+        # Snapshots leave out untracked files above this size (`git/large.py`); the
+        # facade sets it from `[snapshot] max_file_size` (0: no cap).
+        self.max_file_size = DEFAULT_MAX_FILE_SIZE
         self.workdir = workdir.rstrip("/")
         self.git_dir = repo.path.rstrip("/")
         common = os.path.join(self.git_dir, "commondir")
@@ -159,6 +163,16 @@ class GitRepo:
             return str(self._repo.head.target)
         except pygit2.GitError:
             return None
+
+    def head_tracks(self, path: str) -> bool:
+        """Whether the tree of HEAD has a file at `path` (False on an unborn branch)."""
+        try:
+            if self._repo.head_is_unborn:
+                return False
+            tree = self._repo.head.peel(pygit2.Commit).tree
+            return path in tree
+        except (pygit2.GitError, KeyError, ValueError):
+            return False
 
     def read_ref(self, name: str) -> str | None:
         try:

@@ -16,11 +16,12 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from git_agentckpt.errors import OperationFailed, UsageError
+from git_agentckpt.git import large
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
 from git_agentckpt.git.shadow import shadow_git_dir
@@ -263,15 +264,29 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
         os.unlink(index + ".lock")
     if not os.path.exists(index):
         _seed_index(repo, index)
+    known = large.load(base)
+    if known:  # re-measured every time: a large file that shrank or went is dropped
+        fresh = large.refresh(repo.workdir, known, repo.max_file_size or 1 << 62)
+        if fresh != known:
+            large.save(base, fresh)
+        known = fresh
+    _write_excludes(repo, excludes, secret_paths, known)
+    env = {"GIT_INDEX_FILE": index}
+    config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
+    return env, config
+
+
+def _write_excludes(
+    repo: GitRepo, excludes: str, secret_paths: Sequence[str], known: Mapping[str, object]
+) -> None:
     _write_if_changed(
         excludes,
         _global_excludes(repo)
         + "\n# git-ckpt secret_paths: never snapshotted\n"
-        + "".join(p + "\n" for p in secret_paths),
+        + "".join(p + "\n" for p in secret_paths)
+        + "# git-ckpt: untracked files above [snapshot] max_file_size (.git/agent/large.json)\n"
+        + large.exclude_patterns(known),
     )
-    env = {"GIT_INDEX_FILE": index}
-    config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
-    return env, config
 
 
 def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
@@ -305,13 +320,14 @@ def _add_and_write(
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config = _prepare_index(repo, secret_paths)
-    proc = run_git([*config, "add", "-A"], cwd=repo.workdir, env=env, check=False)
+    add = ["add", "-A", "--verbose"] if repo.max_file_size else ["add", "-A"]
+    proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
         # a nested repository without a commit cannot be a gitlink: leave it out
         skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
         proc = run_git(
-            [*config, "add", "-A", "--", ".", *skip], cwd=repo.workdir, env=env, check=False
+            [*config, *add, "--", ".", *skip], cwd=repo.workdir, env=env, check=False
         )
     if proc.returncode != 0:
         lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -320,6 +336,8 @@ def _add_and_write(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
             hint="fix the path git names, or add it to .gitignore",
         )
+    if repo.max_file_size:
+        _leave_out_large(repo, env, secret_paths, large.added_paths(proc.stdout))
     changed: frozenset[str] = frozenset()
     if base_tree is not None:
         names = run_git(
@@ -330,6 +348,30 @@ def _add_and_write(
         changed = frozenset(os.fsdecode(p) for p in names.split(b"\0") if p)
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     return tree, changed
+
+
+def _leave_out_large(
+    repo: GitRepo, env: Mapping[str, str], secret_paths: Sequence[str], added: Sequence[str]
+) -> None:
+    """Take untracked files above the cap back out of the private index; remember them."""
+    found = large.find_new(repo.workdir, added, repo.max_file_size, repo.head_tracks)
+    if not found:
+        return
+    run_git(
+        ["update-index", "--force-remove", "-z", "--stdin"],
+        cwd=repo.workdir,
+        env=env,
+        input=b"".join(os.fsencode(p) + b"\0" for p in found),
+    )
+    base = agent_dir(repo)
+    known = {**large.load(base), **found}
+    large.save(base, known)
+    _write_excludes(repo, os.path.join(base, "exclude"), secret_paths, known)
+
+
+def large_files(repo: GitRepo) -> list[large.LargeFile]:
+    """The large files the last snapshots left out (path, size, sha256), sorted by path."""
+    return [f for _, f in sorted(large.load(agent_dir(repo)).items())]
 
 
 # -- writing a tree back to the working tree ----------------------------------------

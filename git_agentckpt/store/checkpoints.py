@@ -18,9 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.errors import ConflictError, CorruptError, NotFound
+from git_agentckpt.git.large import assertion as large_assertion
 from git_agentckpt.git.notes import read_note, write_notes
 from git_agentckpt.git.repo import CommitInfo, GitRepo
-from git_agentckpt.git.worktree import locked, snapshot_tree
+from git_agentckpt.git.worktree import large_files, locked, snapshot_tree
 from git_agentckpt.model import (
     JSON,
     NewEvent,
@@ -267,6 +268,8 @@ class CheckpointStore:
                 tree = repo.empty_tree()
         else:
             tree = snapshot_tree(repo, secret_paths)
+            # what the snapshot left out for its size is pinned instead (checked on resume)
+            assertions = [*assertions, *(large_assertion(f) for f in large_files(repo))]
         parents = [old] if old else ([head] if head else [])
         if prev is not None and head and head != prev.head and head not in parents:
             parents.append(head)
