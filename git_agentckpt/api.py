@@ -15,7 +15,8 @@ from typing import Any
 
 from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import apply_restore, plan_restore, snapshot_tree
+from git_agentckpt.git.restore import apply_restore, plan_restore
+from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.model import (
     JSON,
     Event,

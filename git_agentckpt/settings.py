@@ -50,7 +50,7 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def parse_size(value: object, where: str) -> int:
     """Bytes from an integer or a string like `100MiB`, `1.5G`, `500k` (0: no cap)."""
     if isinstance(value, bool):
-        raise UsageError(f"{where} must be a size such as 104857600 or \"100MiB\"")
+        raise UsageError(f'{where} must be a size such as 104857600 or "100MiB"')
     if isinstance(value, int) and value >= 0:
         return value
     if isinstance(value, str):
@@ -67,7 +67,7 @@ def parse_size(value: object, where: str) -> int:
             amount = -1.0
         if amount >= 0 and number:
             return int(amount * _UNITS[unit])
-    raise UsageError(f"{where} must be a size such as 104857600 or \"100MiB\", not {value!r}")
+    raise UsageError(f'{where} must be a size such as 104857600 or "100MiB", not {value!r}')
 
 
 def _strings(

@@ -148,4 +148,3 @@ def server_stop(every: bool) -> None:
         stopped += 1
     if not stopped:
         click.echo("no server running")
-

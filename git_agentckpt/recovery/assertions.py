@@ -15,7 +15,7 @@ from pathlib import Path
 from git_agentckpt.contracts.checks import CheckContext, CheckResult, run_check
 from git_agentckpt.contracts.schema import Check, ContractError, parse_assertions
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import export_tree
+from git_agentckpt.git.restore import export_tree
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 
