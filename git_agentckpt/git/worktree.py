@@ -1,11 +1,12 @@
-"""The working tree as git sees it, through a private index; and writing a tree back.
+"""The working tree as git sees it, through a private index (writing back: `restore.py`).
 
 A full snapshot runs git itself (`add -A`, `write-tree`) on a private index in
 `.git/agent/` seeded from the user's index with its mtime kept, so unchanged
 files are not hashed again and racy-git edits are still seen. git is faster
 than libgit2 here (libgit2's add never writes refreshed stat data back), and
 it handles nested repositories as gitlinks. Secret paths are kept out by a
-private excludes file, so they never reach the object store.
+private excludes file, so they never reach the object store; untracked files
+above the size cap are left out and pinned instead (`large.py`).
 """
 
 from __future__ import annotations
