@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git.repo import GitRepo
@@ -34,6 +34,9 @@ from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state
 from git_agentckpt.store.tools import file_hashes, tool_versions
+
+if TYPE_CHECKING:
+    from git_agentckpt.store.share import ShareResult
 
 __all__ = ["Checkpointer", "RestoreResult", "RunInfo"]
 
@@ -85,6 +88,20 @@ class Checkpointer:
     @classmethod
     def open(cls, path: str = ".") -> Checkpointer:
         return cls(GitRepo.discover(path))
+
+    # -- sharing (design section 6) --------------------------------------------------
+
+    def fetch(self, remote: str = "origin") -> ShareResult:
+        """Fetch another clone's audit trail from `remote` and merge it into ours."""
+        from git_agentckpt.store import share
+
+        return share.fetch(self.repo, self.log, remote)
+
+    def push(self, remote: str = "origin") -> ShareResult:
+        """Fetch and merge, then push every agent ref to `remote` in one atomic push."""
+        from git_agentckpt.store import share
+
+        return share.push(self.repo, self.log, remote)
 
     @property
     def settings(self) -> Settings:

@@ -49,6 +49,8 @@ LAZY_COMMANDS = {
     "hooks": "commands_hooks",
     "hook": "commands_hooks",
     "server": "commands_server",
+    "fetch": "commands_share",
+    "push": "commands_share",
 }
 
 

@@ -1,0 +1,63 @@
+"""`git ckpt fetch|push [REMOTE]`: share the audit trail through any git remote."""
+
+from __future__ import annotations
+
+import click
+
+from git_agentckpt.cli.common import open_ckpt
+from git_agentckpt.cli.main import cli
+from git_agentckpt.cli.output import emit_json, json_option
+from git_agentckpt.errors import ConflictError
+from git_agentckpt.store.share import ShareResult
+
+_FLAGS = {" ": "updated", "*": "new", "=": "up to date", "!": "rejected", "+": "forced"}
+
+
+def _report(ctx: click.Context, result: ShareResult, as_json: bool, pushing: bool) -> None:
+    """Print the outcome; diverged refs make it fail (exit 5) after the rest was shared."""
+    blocked = result.blocked
+    error = None
+    if blocked:
+        error = ConflictError(
+            "not shared: " + "; ".join(f"{r.ref} {r.action} ({r.detail})" for r in blocked),
+            hint="two clones wrote the same task: resume one chain, or start a new task",
+        )
+    if as_json:
+        doc = result.to_json()
+        if error is not None:
+            doc.update(error=error.one_line(), exit=int(error.exit_status))
+        emit_json(doc)
+    else:
+        none = f"{result.remote}: no agent refs"
+        click.echo(f"from {result.remote}:" if result.fetched else none)
+        width = max((len(r.ref) for r in result.fetched), default=0)
+        for r in result.fetched:
+            click.echo(f"  {r.ref:<{width}}  {r.action}" + (f": {r.detail}" if r.detail else ""))
+        if pushing:
+            counts: dict[str, int] = {}
+            for p in result.pushed:
+                label = _FLAGS.get(p.flag, p.flag)
+                counts[label] = counts.get(label, 0) + 1
+            done = ", ".join(f"{n} {label}" for label, n in sorted(counts.items())) or "nothing"
+            click.echo(f"pushed to {result.remote}: {done}")
+    if error is not None:
+        click.echo(f"git ckpt: error: {error.one_line()}", err=True)
+        ctx.exit(int(error.exit_status))
+
+
+@cli.command()
+@click.argument("remote", default="origin")
+@json_option
+@click.pass_context
+def fetch(ctx: click.Context, remote: str, as_json: bool) -> None:
+    """Fetch REMOTE's audit trail (refs/agent/*, refs/notes/agent/*) and merge it in."""
+    _report(ctx, open_ckpt(ctx).fetch(remote), as_json, pushing=False)
+
+
+@cli.command()
+@click.argument("remote", default="origin")
+@json_option
+@click.pass_context
+def push(ctx: click.Context, remote: str, as_json: bool) -> None:
+    """Fetch and merge REMOTE's audit trail, then push ours to it in one atomic push."""
+    _report(ctx, open_ckpt(ctx).push(remote), as_json, pushing=True)

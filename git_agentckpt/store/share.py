@@ -1,0 +1,222 @@
+"""Sharing the audit trail with other clones through any git remote (design section 6).
+
+`fetch` copies the remote's `refs/agent/*` and `refs/notes/agent/*` into a
+mirror, `refs/ckpt-remotes/<remote>/…` (never pushed, force-updated: it only
+says what the remote had), then brings each into our refs without losing
+either side, in write-ahead order:
+
+1. event logs: created, fast-forwarded, or united (`EventLog.merge`: a merge
+   commit that holds their events our chain lacks, by id);
+2. notes (state, assertions) and recovery reports: created, fast-forwarded,
+   or merged by a union of their trees (entries on one side only are added;
+   where both sides hold different content, ours is kept and counted);
+3. checkpoint refs, last, so their `checkpoint.prepare` events are already
+   here: created or fast-forwarded through the same guard as every checkpoint
+   move. Two chains of one task that diverged cannot be united (each commit
+   is a snapshot): ours stays, theirs stays in the mirror, and it is reported.
+
+`push` fetches and merges first, then pushes every agent ref (all but the
+diverged checkpoint refs) in one `git push --atomic`, fast-forward only, so
+each remote ref moves only from the value we merged: if another clone pushed
+in between, the push is refused as a whole and we fetch, merge and try again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from git_agentckpt.errors import BadTaskName, ConflictError
+from git_agentckpt.git.repo import GitRepo, retry_cas
+from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
+from git_agentckpt.model import JSON
+from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.guard import ZERO, Update, check_updates
+from git_agentckpt.store.refs import CHECKPOINTS, EVENTS, REPORTS, TaskName
+
+MIRROR = "refs/ckpt-remotes/"
+NOTES = "refs/notes/agent/"
+_TREE = 0o040000
+PUSH_TRIES = 5
+
+
+@dataclass(frozen=True)
+class RefResult:
+    ref: str
+    action: str  # created | fast-forward | merged | up to date | diverged | refused | skipped
+    detail: str = ""
+
+    @property
+    def blocked(self) -> bool:
+        """Ours and theirs stay apart: the ref cannot be pushed."""
+        return self.action in ("diverged", "refused")
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"ref": self.ref, "action": self.action, "detail": self.detail}
+
+
+@dataclass
+class ShareResult:
+    remote: str
+    mirror: str
+    fetched: list[RefResult] = field(default_factory=list)
+    pushed: list[PushedRef] = field(default_factory=list)
+    attempts: int = 0
+
+    @property
+    def blocked(self) -> list[RefResult]:
+        return [r for r in self.fetched if r.blocked]
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "remote": self.remote,
+            "mirror": self.mirror,
+            "fetched": [r.to_json() for r in self.fetched],
+            "pushed": [{"ref": p.ref, "flag": p.flag, "summary": p.summary} for p in self.pushed],
+            "blocked": [r.ref for r in self.blocked],
+            "attempts": self.attempts,
+        }
+
+
+def _order(ref: str) -> int:
+    """Write-ahead order: event logs, then notes and reports, then checkpoint refs."""
+    if ref.startswith(EVENTS):
+        return 0
+    if ref.startswith(CHECKPOINTS):
+        return 2
+    return 1
+
+
+def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
+    key = remote_key(repo, remote)
+    mirror = f"{MIRROR}{key}/"
+    specs = [("refs/agent/*", mirror + "agent/*"), (NOTES + "*", mirror + "notes/agent/*")]
+    fetch_into(repo, remote, specs)
+    result = ShareResult(remote, mirror)
+    theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
+    for ref in sorted(theirs, key=lambda r: (_order(r), r)):
+        result.fetched.append(_integrate(repo, log, ref, theirs[ref], remote, mirror))
+    return result
+
+
+def _integrate(
+    repo: GitRepo, log: EventLog, ref: str, tip: str, remote: str, mirror: str
+) -> RefResult:
+    try:
+        if ref.startswith(EVENTS):
+            action, gained = log.merge(TaskName.from_ref(ref), tip, remote)
+            detail = f"{gained} event(s)" if gained else ""
+            return RefResult(ref, action, detail)
+        if ref.startswith(CHECKPOINTS):
+            TaskName.from_ref(ref)
+            return _fast_forward_checkpoint(repo, ref, tip, mirror)
+        if ref.startswith((NOTES, REPORTS)):
+            if ref.startswith(REPORTS):
+                TaskName.from_ref(ref)
+            return _merge_history(repo, ref, tip, remote)
+    except BadTaskName as exc:
+        return RefResult(ref, "skipped", exc.one_line())
+    return RefResult(ref, "skipped", "not an agent ref this version knows")
+
+
+def _union_trees(repo: GitRepo, ours: str, theirs: str) -> tuple[str, int]:
+    """Every entry of both trees; where both differ (and are not both trees) ours wins."""
+    if ours == theirs:
+        return ours, 0
+    mine = repo.tree_entries(ours)
+    add: dict[str, tuple[str, int]] = {}
+    conflicts = 0
+    for name, (oid, mode) in repo.tree_entries(theirs).items():
+        have = mine.get(name)
+        if have is None:
+            add[name] = (oid, mode)
+        elif have == (oid, mode):
+            continue
+        elif have[1] == _TREE and mode == _TREE:
+            sub, more = _union_trees(repo, have[0], oid)
+            conflicts += more
+            if sub != have[0]:
+                add[name] = (sub, _TREE)
+        else:
+            conflicts += 1
+    return (repo.write_tree(add, base=ours) if add else ours), conflicts
+
+
+def _bring_in(
+    repo: GitRepo,
+    ref: str,
+    tip: str,
+    origin: str,
+    diverged: Callable[[str], tuple[str | None, str, str]],
+    guarded: bool = False,
+) -> RefResult:
+    """Move `ref` to `tip` when that is forward (creating it if missing); when the two
+    diverged, `diverged(ours)` gives (new commit or None to leave ours, action, detail).
+    Every move is a compare-and-swap from the value just read."""
+    out: list[RefResult] = []
+
+    def attempt() -> str | None:
+        old = repo.read_ref(ref)
+        if old is not None and repo.is_ancestor(tip, old):
+            out[:] = [RefResult(ref, "up to date")]
+            return old
+        if old is None or repo.is_ancestor(old, tip):
+            new: str | None = tip
+            action, detail = ("created" if old is None else "fast-forward"), ""
+            problems = check_updates(repo, [Update(old or ZERO, tip, ref)]) if guarded else []
+            if problems:
+                new, action, detail = None, "refused", problems[0]
+        else:
+            new, action, detail = diverged(old)
+        out[:] = [RefResult(ref, action, detail)]
+        if new is None:
+            return old or ZERO
+        return new if repo.cas_ref(ref, new, old, f"git ckpt: {action} from {origin}") else None
+
+    retry_cas(attempt, f"updating {ref}")
+    return out[0]
+
+
+def _merge_history(repo: GitRepo, ref: str, tip: str, remote: str) -> RefResult:
+    """Notes and reports: create, fast-forward, or merge by the union of the trees."""
+
+    def union(ours: str) -> tuple[str | None, str, str]:
+        tree, conflicts = _union_trees(
+            repo, repo.read_commit(ours).tree, repo.read_commit(tip).tree
+        )
+        detail = f"{conflicts} entries held different content: kept ours" if conflicts else ""
+        message = f"git ckpt: merge {ref} from {remote}\n" + (f"\n{detail}\n" if detail else "")
+        return repo.commit(tree, [ours, tip], message), "merged", detail
+
+    return _bring_in(repo, ref, tip, remote, union)
+
+
+def _fast_forward_checkpoint(repo: GitRepo, ref: str, tip: str, mirror: str) -> RefResult:
+    """Checkpoint refs: created or fast-forwarded through the guard; never merged."""
+
+    def keep_ours(_: str) -> tuple[str | None, str, str]:
+        return None, "diverged", f"kept ours; theirs stays at {mirror}{ref[len('refs/') :]}"
+
+    return _bring_in(repo, ref, tip, mirror, keep_ours, guarded=True)
+
+
+def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> ShareResult:
+    """Fetch and merge, then push every agent ref that is not blocked, atomically."""
+    for attempt in range(1, tries + 1):
+        result = fetch(repo, log, remote)
+        result.attempts = attempt
+        blocked = {r.ref for r in result.blocked}
+        refs = sorted(
+            r
+            for r in {**repo.list_refs("refs/agent/"), **repo.list_refs(NOTES)}
+            if r not in blocked
+        )
+        if not refs:
+            return result
+        result.pushed = push_refs(repo, remote, refs)
+        if not any(p.rejected for p in result.pushed):
+            return result
+    raise ConflictError(
+        f"{remote} kept moving: {tries} pushes were refused after a fresh fetch and merge",
+        hint="nothing was lost; run `git ckpt push` again",
+    )
