@@ -430,6 +430,7 @@ def test_command_detection_and_the_switch() -> None:
     assert launch.command_of(["--version"]) is None
     assert launch.command_of(["-C", "x"]) is None
     assert launch.command_of(["trust", "--list"]) == "trust"
+    assert {"trust", "fetch", "push", "server"} <= launch.INLINE_COMMANDS
     assert launch.enabled({}) is True
     for word in ("off", "0", "NO", "false", "never"):
         assert launch.enabled({"GIT_CKPT_SERVER": word}) is False
