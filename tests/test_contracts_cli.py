@@ -310,3 +310,25 @@ def test_task_argument_and_option_must_agree(research: Path) -> None:
     assert ckpt(research, "check", "t", "-t", "t").exit_code == 0
     assert ckpt(research, "check", "t", "-t", "u", ok=False).exit_code == 2
     assert ckpt(research, "check", "nosuch", ok=False).exit_code == 3
+
+
+def test_trust_lists_and_approves_command_assertions_of_checkpoints(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command assertion (maybe fetched from another clone) runs on resume only once
+    this user approved it; `trust` offers it like a contract's command."""
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    ckpt(repo, "create", "-t", "t", "--assert", "made@command:touch assertion-ran")
+    before = ckpt(repo, "resume", "t", "--json", ok=False)
+    assert not (repo / "assertion-ran").exists()  # untrusted: never run
+    assert "untrusted" in before.stdout
+    monkeypatch.setattr(commands_contracts, "_stdin_is_terminal", lambda: True)
+    offered = ckpt(repo, "trust", input="y\n")
+    assert "assertion made (assertion of task t, checkpoint" in offered.stdout
+    assert "touch assertion-ran" in offered.stdout
+    entries = TrustStore().list(repo_identity(GitRepo.discover(str(repo))))
+    assert [e.argv for e in entries] == [("touch", "assertion-ran")]
+    after = ckpt(repo, "resume", "t", "--json", ok=False)
+    assert after.exit_code == 0, after.stdout
+    assert (repo / "assertion-ran").exists()
+    assert "nothing to approve" in ckpt(repo, "trust").stdout

@@ -74,12 +74,18 @@ def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: b
 @json_option
 @click.pass_context
 def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) -> None:
-    """Approve the contract's command checks, one by one, at a terminal.
+    """Approve command checks (the contract's, and the command assertions of each
+    task's latest checkpoint) one by one, at a terminal.
 
     An approval binds the exact argv to this clone and lives in
     $XDG_CONFIG_HOME/git-ckpt/trust, never in the repository.
     """
-    from git_agentckpt.contracts.engine import load_contract, pending_commands, repo_identity
+    from git_agentckpt.contracts.engine import (
+        load_contract,
+        pending_commands,
+        repo_identity,
+        tip_assertions,
+    )
     from git_agentckpt.contracts.trust import TrustStore, escape_for_display
 
     if list_ and revoke:
@@ -104,7 +110,8 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
         if not entries:
             click.echo(f"no approved command for {repo_id}")
         return
-    pending = pending_commands(ck.repo, load_contract(ck.repo.workdir), store)
+    contract = load_contract(ck.repo.workdir)
+    pending = pending_commands(ck.repo, contract, store, tip_assertions(ck))
     if not pending:
         if as_json:
             emit_json({"pending": [], "approved": []})
@@ -120,13 +127,12 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
     approved = []
     for p in pending:
         where = f" (line {p.line})" if p.line else ""
-        click.echo(
-            f"constraint {p.constraint}{where}, severity {p.severity}, timeout {p.timeout:g} s"
-        )
+        kind = "constraint" if p.line is not None or "(" not in p.constraint else "assertion"
+        click.echo(f"{kind} {p.constraint}{where}, severity {p.severity}, timeout {p.timeout:g} s")
         click.echo(f"  command:     {escape_for_display(p.argv)}")
         click.echo(f"  fingerprint: {p.fingerprint}")
         if click.confirm("Allow git ckpt to run this command in this clone?", default=False):
-            store.approve(repo_id, p.argv, note=f"constraint {p.constraint}")
+            store.approve(repo_id, p.argv, note=f"{kind} {p.constraint}")
             approved.append(p.fingerprint)
             click.echo("  approved")
         else:

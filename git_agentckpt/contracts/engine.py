@@ -449,19 +449,48 @@ class PendingCommand:
 
 
 def pending_commands(
-    repo: GitRepo, contract: Contract | None, trust: TrustStore
+    repo: GitRepo,
+    contract: Contract | None,
+    trust: TrustStore,
+    assertions: Sequence[tuple[str, Assertion]] = (),
 ) -> list[PendingCommand]:
-    """The `command` checks of the contract this user has not approved (each argv once)."""
+    """The `command` checks this user has not approved (each argv once): the contract's,
+    then `assertions` (`(where, assertion)`: the command assertions that resume would
+    run, which may have come by fetch)."""
     repo_id = repo_identity(repo)
     out: list[PendingCommand] = []
     seen: set[str] = set()
-    for c in contract.constraints if contract is not None else ():
-        if c.check is None or c.check.kind != "command":
+    checks: list[tuple[str, Severity, Check, int | None]] = [
+        (c.id, c.severity, c.check, c.line)
+        for c in (contract.constraints if contract is not None else ())
+        if c.check is not None
+    ]
+    checks += [(f"{a.id} ({where})", "block", a.check, None) for where, a in assertions]
+    for name, severity, check, line in checks:
+        if check.kind != "command":
             continue
-        argv = _argv(c.check)
+        argv = _argv(check)
         fp = trust.fingerprint(repo_id, argv)
         if not argv or fp in seen or trust.is_trusted(repo_id, argv):
             continue
         seen.add(fp)
-        out.append(PendingCommand(c.id, c.severity, argv, _timeout(c.check), fp, c.line))
+        out.append(PendingCommand(name, severity, argv, _timeout(check), fp, line))
+    return out
+
+
+def tip_assertions(ck: Checkpointer, depth: int = 50) -> list[tuple[str, Assertion]]:
+    """The assertions of each task's latest `depth` checkpoints: those resume may check
+    (its start, or an earlier checkpoint it rolls back to). Unreadable notes are skipped
+    here: resume reports them."""
+    out: list[tuple[str, Assertion]] = []
+    for task in ck.store.tasks():
+        for n, cp in enumerate(ck.store.chain(task)):
+            if n >= depth:
+                break
+            try:
+                raw = ck.store.assertions_note(cp.commit)
+                parsed = parse_assertions(raw, source=f"assertions of {cp.id}") if raw else ()
+            except (CkptError, ValueError):
+                continue
+            out.extend((f"assertion of task {task}, checkpoint {cp.id}", a) for a in parsed)
     return out
