@@ -266,7 +266,10 @@ def test_ctrl_c_reaches_the_call(task_repo: Path) -> None:
     proc = _blocked_event(task_repo)
     child = blocked_child()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    proc.wait(timeout=30)  # stdin stays open: only the signal can end the call
+    assert proc.stderr is not None and proc.stdin is not None
+    err = proc.stderr.read()
+    proc.stdin.close()
     assert proc.returncode == 130, err
     assert "interrupted" in err
     wait_for(lambda: gone(child), "the call to end")
