@@ -422,7 +422,10 @@ def test_fingerprint_follows_the_package_files_and_home(tmp_path: Path) -> None:
     touched = launch.fingerprint(str(pkg), env)
     assert touched != first
     (pkg / "c.py").write_text("C = 1\n")
-    assert launch.fingerprint(str(pkg), env) != touched
+    added = launch.fingerprint(str(pkg), env)
+    assert added != touched
+    os.utime(tmp_path, (later + 5, later + 5))  # a dependency installed beside the package
+    assert launch.fingerprint(str(pkg), env) != added
     assert launch.fingerprint(str(pkg), {"HOME": "/home/two"}) != launch.fingerprint(str(pkg), env)
     assert launch.address(first) != launch.address(touched)
     assert launch.address(first).startswith(b"\0git-ckpt/%d/" % os.getuid())

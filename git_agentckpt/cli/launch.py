@@ -86,9 +86,11 @@ def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) ->
     """What a server must share with its clients: interpreter, package files, HOME.
 
     The package part is the newest mtime and the number of its `.py` files
-    (about 70 `stat` calls, ~0.3 ms): editing or upgrading the package gives
-    a new fingerprint, so a new server; the old one idles out. HOME keeps
-    the servers of separate homes (and of tests) apart.
+    (about 70 `stat` calls, ~0.3 ms) and the mtime of the directory holding
+    it (site-packages: any install or removal there changes it): editing or
+    upgrading the package or a dependency gives a new fingerprint, so a new
+    server; the old one idles out. HOME keeps the servers of separate homes
+    (and of tests) apart.
     """
     from git_agentckpt import __version__
 
@@ -106,7 +108,13 @@ def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) ->
                     newest = max(newest, entry.stat().st_mtime_ns)
                     count += 1
     exe = f"{sys.executable}|{sys.prefix}"  # the venv, not only the interpreter behind it
-    return f"{PROTOCOL}|{__version__}|{exe}|{pkg}|{count}|{newest}|{env.get('HOME', '')}"
+    # installing or removing any package in the venv changes its site-packages directory
+    try:
+        site = os.stat(os.path.dirname(pkg)).st_mtime_ns
+    except OSError:
+        site = 0
+    home = env.get("HOME", "")
+    return f"{PROTOCOL}|{__version__}|{exe}|{pkg}|{count}|{newest}|{site}|{home}"
 
 
 def address(fp: str) -> bytes:
