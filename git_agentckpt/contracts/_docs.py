@@ -70,16 +70,26 @@ class DocError(Exception):
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+# libyaml's parser when PyYAML has it (~5x faster; the same nodes and marks)
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _reader_error(text: str, exc: yaml.reader.ReaderError) -> DocError:
+    line = text.count("\n", 0, exc.position) + 1
+    why = f"unacceptable character #x{exc.character:04x}"
+    return DocError(line, f"invalid YAML: {why}")
+
+
 def _load_yaml(text: str, lines: Lines) -> object:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
     except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
-        why = f"unacceptable character #x{exc.character:04x}"
-        raise DocError(line, f"invalid YAML: {why}") from None
+        raise _reader_error(text, exc) from None
     try:
         node = loader.get_single_node()
         return None if node is None else _YamlBuilder(loader, lines).build(node)
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(text, exc) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         why = "; ".join(part for part in (exc.context, exc.problem) if part)
