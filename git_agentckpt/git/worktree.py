@@ -297,8 +297,8 @@ def snapshot_and_changes(
 ) -> tuple[str, frozenset[str]]:
     """The working tree as a tree, and the paths that differ from `base_tree`.
 
-    The paths come from `git diff-index --cached` on the freshly added private index,
-    whose cache-tree skips unchanged directories: no tree walk in Python.
+    The paths come from a diff of `base_tree` against the tree just written, which
+    skips every subtree the two share: no walk of unchanged directories.
     """
     base = agent_dir(repo)
     with locked(os.path.join(base, "index.flock")):
@@ -334,15 +334,10 @@ def _add_and_write(
         )
     if repo.max_file_size:
         _leave_out_large(repo, env, secret_paths, large.added_paths(proc.stdout))
-    changed: frozenset[str] = frozenset()
-    if base_tree is not None:
-        names = run_git(
-            ["diff-index", "--cached", "--name-only", "-z", "--no-renames", base_tree],
-            cwd=repo.workdir,
-            env=env,
-        ).stdout
-        changed = frozenset(os.fsdecode(p) for p in names.split(b"\0") if p)
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:  # a tree diff skips the subtrees both share: no process
+        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
     return tree, changed
 
 
