@@ -7,6 +7,7 @@ dataclasses, and translate `pygit2.GitError` / `OSError` into `CkptError`s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import stat
@@ -194,10 +195,9 @@ class GitRepo:
 
     def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
         """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`."""
+        if old is None:
+            return self._create_ref(name, new)
         try:
-            if old is None:
-                self._repo.references.create(name, new, force=False)
-                return True
             ref = self._repo.references.get(name)
             if ref is None or str(ref.target) != old:
                 return False
@@ -213,6 +213,59 @@ class GitRepo:
             if "does not match" in text or "changed" in text or "exists" in text:
                 return False
             raise RepositoryError(f"cannot update {name}: {exc}") from exc
+
+    def _create_ref(self, name: str, new: str) -> bool:
+        """Create `name` at `new` only if it does not exist: git's own lock protocol.
+
+        libgit2's create (pygit2 `references.create(force=False)`) checks that the
+        ref is absent *before* it takes the lock and writes without a second look,
+        so two concurrent creators both succeed and the second overwrites the
+        first (seen: 2 of 800 concurrent events lost when a log was created). Here
+        the `<ref>.lock` file (the one git and libgit2 take too) is created first,
+        the absence is checked under it, and the value is renamed into place.
+        """
+        path = os.path.join(self.common_dir, name)
+        lock = path + ".lock"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            self._break_stale_lock(name)
+            return False
+        except OSError as exc:
+            raise RepositoryError(f"cannot create {name}: {exc.strerror}") from exc
+        renamed = False
+        try:
+            if os.path.isdir(path):
+                raise RepositoryError(
+                    f"cannot create {name}: refs named {name}/... exist",
+                    hint="pick a task name that is not a prefix of another",
+                )
+            if os.path.lexists(path) or self._packed_ref(name):
+                return False
+            os.write(fd, (new + "\n").encode())
+            os.close(fd)
+            fd = -1
+            os.rename(lock, path)
+            renamed = True
+            return True
+        except OSError as exc:
+            raise RepositoryError(f"cannot create {name}: {exc.strerror}") from exc
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            if not renamed:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)
+
+    def _packed_ref(self, name: str) -> bool:
+        """Whether `packed-refs` holds `name`."""
+        suffix = b" " + name.encode() + b"\n"
+        try:
+            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as fh:
+                return any(line.endswith(suffix) and not line.startswith(b"#") for line in fh)
+        except FileNotFoundError:
+            return False
 
     def _break_stale_lock(self, name: str) -> None:
         """A ref lock left by a killed writer: libgit2 holds one for microseconds."""
