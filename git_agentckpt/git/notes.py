@@ -45,17 +45,17 @@ def read_note_at(repo: GitRepo, top: str, target: str) -> bytes | None:
 
 
 def _apply(repo: GitRepo, top: str, notes: Mapping[str, bytes | None]) -> str:
-    top_entries = repo.tree_entries(top)
+    # only the entries we touch are looked up: the top tree has up to 256 buckets
     changes: dict[str, tuple[str, int]] = {}
     buckets: dict[str, dict[str, tuple[str, int]]] = {}
     for target, data in notes.items():
         bucket, rest = target[:2], target[2:]
-        if target in top_entries:  # a flat note written by `git notes add`: move it
+        if repo.tree_entry(top, target) is not None:  # a flat note (`git notes add`): move it
             changes[target] = ("", 0)
         edits = buckets.setdefault(bucket, {})
         edits[rest] = (repo.write_blob(data), _BLOB) if data is not None else ("", 0)
     for bucket, edits in buckets.items():
-        current = top_entries.get(bucket)
+        current = repo.tree_entry(top, bucket)
         base = current[0] if current and current[1] == _TREE else None
         sub = repo.write_tree(edits, base=base)
         changes[bucket] = ("", 0) if sub == EMPTY_TREE else (sub, _TREE)

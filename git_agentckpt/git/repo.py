@@ -354,6 +354,17 @@ class GitRepo:
             raise CorruptError(f"object {tree_id} is not a tree")
         return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
 
+    def tree_entry(self, tree_id: str, name: str) -> tuple[str, int] | None:
+        """One direct entry of a tree, (oid, mode), without reading the others."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        try:
+            entry = tree[name]
+        except KeyError:
+            return None
+        return str(entry.id), int(entry.filemode)
+
     def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
         """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
         tree = self._lookup(tree_id)
@@ -416,6 +427,11 @@ class GitRepo:
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
+        try:
+            if ancestor in self.read_commit(descendant).parents:
+                return True  # the usual case (a ref moving by one commit): no graph walk
+        except (NotFound, CorruptError):
+            return False
         try:
             return bool(
                 self._repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor))
