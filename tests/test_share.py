@@ -260,3 +260,19 @@ def test_share_over_git_daemon_with_concurrent_pushes(
     assert git(a, "rev-parse", "refs/agent/events/t") == tip
     assert git(b, "rev-parse", "refs/agent/events/t") == tip
     assert sorted(notes_of(b)) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+
+
+def test_a_task_name_clash_is_refused_not_fatal(clones: tuple[Path, Path, Path]) -> None:
+    """Task `x` on one clone and `x/y` on the other cannot both be refs here."""
+    _, a, b = clones
+    ckpt(a, "task", "start", "x", "--goal", "a's")
+    ckpt(a, "task", "start", "other", "--goal", "fine")
+    ckpt(a, "push")
+    ckpt(b, "task", "start", "x/y", "--goal", "b's")
+    result = ckpt(b, "fetch", "--json", ok=False)
+    assert result.exit_code == 5
+    doc = json.loads(result.stdout)
+    actions = {r["ref"]: r["action"] for r in doc["fetched"]}
+    assert actions["refs/agent/events/x"] == "refused"
+    assert actions["refs/agent/events/other"] == "created"  # the rest still came in
+    assert ckpt_json(b, "task", "show", "other")["goal"] == "fine"

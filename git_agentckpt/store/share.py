@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from git_agentckpt.errors import BadTaskName, ConflictError
+from git_agentckpt.errors import BadTaskName, ConflictError, RepositoryError
 from git_agentckpt.git.repo import GitRepo, retry_cas
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
 from git_agentckpt.model import JSON
@@ -116,6 +116,8 @@ def _integrate(
             return _merge_history(repo, ref, tip, remote)
     except BadTaskName as exc:
         return RefResult(ref, "skipped", exc.one_line())
+    except RepositoryError as exc:  # e.g. task `a` here and `a/b` there: git cannot hold both
+        return RefResult(ref, "refused", exc.one_line())
     return RefResult(ref, "skipped", "not an agent ref this version knows")
 
 
