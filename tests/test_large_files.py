@@ -162,3 +162,24 @@ def test_a_bad_size_is_one_clear_error(repo: Path) -> None:
     result = ckpt(repo, "create", "-t", "t", ok=False)
     assert result.exit_code == 2
     assert "max_file_size must be a size" in result.output
+
+
+def test_check_still_sees_a_large_file_under_a_forbidden_glob(repo: Path) -> None:
+    """Left out of the snapshot for its size, it still counts as written, like any file."""
+    configure(repo)
+    write(
+        repo / ".agent" / "contracts" / "constraints.yaml",
+        "constraints:\n"
+        "  - id: raw\n"
+        "    text: data/raw is read-only\n"
+        "    check: {kind: forbidden_paths, paths: ['data/raw/**']}\n",
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "contract")
+    ckpt(repo, "task", "start", "t", "--goal", "train")
+    assert ckpt(repo, "check", "t").exit_code == 0
+    (repo / "data" / "raw").mkdir(parents=True)
+    (repo / "data" / "raw" / "big.bin").write_bytes(os.urandom(4096))
+    result = ckpt(repo, "check", "t", "--json", ok=False)
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["blocking_failures"] == ["raw"]

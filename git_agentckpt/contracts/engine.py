@@ -54,7 +54,7 @@ from git_agentckpt.contracts.schema import (
 from git_agentckpt.contracts.trust import TrustStore, escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import snapshot_and_changes
+from git_agentckpt.git.worktree import large_files, snapshot_and_changes
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.refs import TaskName
@@ -410,6 +410,9 @@ def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome
     baseline = _baseline(ck, t)
     base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
     tree, changed = snapshot_and_changes(repo, ck.settings.secret_paths, base_tree)
+    # untracked files above the size cap are not in `tree`, but they are there: they
+    # count as any untracked file does (added since the baseline)
+    changed = changed | {f.path for f in large_files(repo)}
     needs_runner = contract is not None and any(
         c.check is not None and c.check.kind == "command" for c in contract.constraints
     )
