@@ -6,6 +6,7 @@ The CLI, the MCP server and Python users all call this; it returns data
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
+from git_agentckpt.errors import BadStateError, CkptError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.restore import apply_restore, plan_restore
 from git_agentckpt.git.worktree import snapshot_tree
@@ -27,7 +28,7 @@ from git_agentckpt.model import (
     new_state,
     normalize_state,
 )
-from git_agentckpt.settings import Settings, init_files, load_settings
+from git_agentckpt.settings import CONTRACTS_DIR, Settings, init_files, load_settings
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.events import EventLog
@@ -164,7 +165,13 @@ class Checkpointer:
             )
         state = new_state(t.name, goal, list(steps), list(constraints))
         self.log.append(t, [NewEvent("task.start", data={"state": state})])
-        return self.create(task=t.name, message="task start", trigger="task_start", run=run)
+        made = self.create(task=t.name, message="task start", trigger="task_start", run=run)
+        if os.path.isdir(os.path.join(self.repo.workdir, CONTRACTS_DIR)):
+            from git_agentckpt.contracts.engine import record_watched
+
+            with contextlib.suppress(CkptError):  # a bad contract: `check` will say so
+                record_watched(self, t)  # files no snapshot holds, under the path globs
+        return made
 
     # -- checkpoints ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from conftest import git
 from helpers import write
 
 from git_agentckpt.api import Checkpointer
+from git_agentckpt.contracts.approvals import pending_commands
 from git_agentckpt.contracts.checks import CheckContext
 from git_agentckpt.contracts.engine import (
     ConstraintReport,
@@ -20,7 +21,6 @@ from git_agentckpt.contracts.engine import (
     evaluate_assertions,
     key_input_assertions,
     make_command_runner,
-    pending_commands,
     repo_identity,
     run_check_now,
 )

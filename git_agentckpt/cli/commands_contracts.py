@@ -80,12 +80,8 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
     An approval binds the exact argv to this clone and lives in
     $XDG_CONFIG_HOME/git-ckpt/trust, never in the repository.
     """
-    from git_agentckpt.contracts.engine import (
-        load_contract,
-        pending_commands,
-        repo_identity,
-        tip_assertions,
-    )
+    from git_agentckpt.contracts.approvals import pending_commands, tip_assertions
+    from git_agentckpt.contracts.engine import load_contract, repo_identity
     from git_agentckpt.contracts.trust import TrustStore, escape_for_display
 
     if list_ and revoke:

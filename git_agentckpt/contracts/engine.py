@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from git_agentckpt.contracts import watch
 from git_agentckpt.contracts.checks import CheckContext, CheckResult, Status, run_check
 from git_agentckpt.contracts.drift import (
     CHECK_EVENT,
@@ -54,7 +55,7 @@ from git_agentckpt.contracts.schema import (
 from git_agentckpt.contracts.trust import TrustStore, escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import large_files, snapshot_and_changes
+from git_agentckpt.git.worktree import agent_dir, large_files, snapshot_and_changes
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.refs import TaskName
@@ -69,7 +70,6 @@ __all__ = [
     "CheckOutcome",
     "ConstraintReport",
     "ConstraintResult",
-    "PendingCommand",
     "changed_paths",
     "context_drop_setting",
     "evaluate",
@@ -77,7 +77,6 @@ __all__ = [
     "key_input_assertions",
     "load_contract",
     "make_command_runner",
-    "pending_commands",
     "repo_identity",
     "run_check_now",
 ]
@@ -357,6 +356,23 @@ def _active_tasks(ck: Checkpointer) -> list[TaskName]:
     return out
 
 
+def contract_globs(contract: Contract | None) -> list[str]:
+    """The globs of the contract's `forbidden_paths` / `protected_paths` checks."""
+    pairs: list[tuple[str, Sequence[str]]] = []
+    for c in contract.constraints if contract is not None else ():
+        paths = c.check.params.get("paths") if c.check is not None else None
+        if c.check is not None and isinstance(paths, list | tuple):
+            pairs.append((c.check.kind, [p for p in paths if isinstance(p, str)]))
+    return watch.watched_globs(pairs)
+
+
+def record_watched(ck: Checkpointer, task: TaskName) -> None:
+    """At task start: what the directories of the contract's path globs hold now."""
+    globs = contract_globs(load_contract(ck.repo.workdir))
+    if globs:
+        watch.record(agent_dir(ck.repo), task.name, ck.repo.workdir, globs)
+
+
 def _baseline(ck: Checkpointer, task: TaskName | None) -> str | None:
     tip = ck.store.tip(task) if task is not None else None
     return tip.baseline if tip is not None else ck.repo.head()
@@ -413,6 +429,14 @@ def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome
     # untracked files above the size cap are not in `tree`, but they are there: they
     # count as any untracked file does (added since the baseline)
     changed = changed | {f.path for f in large_files(repo)}
+    if t is not None:  # files no snapshot holds (ignored ones), under path-check globs
+        changed = changed | watch.changed_since_start(
+            agent_dir(repo),
+            t.name,
+            repo.workdir,
+            contract_globs(contract),
+            lambda path: repo.tree_has(tree, path),
+        )
     needs_runner = contract is not None and any(
         c.check is not None and c.check.kind == "command" for c in contract.constraints
     )
@@ -433,67 +457,3 @@ def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome
     return CheckOutcome(
         report, t.name, baseline, tree, len(changed), scan.signals, tuple(e.id for e in written)
     )
-
-
-# ---- git ckpt trust -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PendingCommand:
-    constraint: str
-    severity: Severity
-    argv: tuple[str, ...]
-    timeout: float
-    fingerprint: str
-    line: int | None
-
-    def to_json(self) -> dict[str, JSON]:
-        return {**asdict(self), "argv": list(self.argv), "display": escape_for_display(self.argv)}
-
-
-def pending_commands(
-    repo: GitRepo,
-    contract: Contract | None,
-    trust: TrustStore,
-    assertions: Sequence[tuple[str, Assertion]] = (),
-) -> list[PendingCommand]:
-    """The `command` checks this user has not approved (each argv once): the contract's,
-    then `assertions` (`(where, assertion)`: the command assertions that resume would
-    run, which may have come by fetch)."""
-    repo_id = repo_identity(repo)
-    out: list[PendingCommand] = []
-    seen: set[str] = set()
-    checks: list[tuple[str, Severity, Check, int | None]] = [
-        (c.id, c.severity, c.check, c.line)
-        for c in (contract.constraints if contract is not None else ())
-        if c.check is not None
-    ]
-    checks += [(f"{a.id} ({where})", "block", a.check, None) for where, a in assertions]
-    for name, severity, check, line in checks:
-        if check.kind != "command":
-            continue
-        argv = _argv(check)
-        fp = trust.fingerprint(repo_id, argv)
-        if not argv or fp in seen or trust.is_trusted(repo_id, argv):
-            continue
-        seen.add(fp)
-        out.append(PendingCommand(name, severity, argv, _timeout(check), fp, line))
-    return out
-
-
-def tip_assertions(ck: Checkpointer, depth: int = 50) -> list[tuple[str, Assertion]]:
-    """The assertions of each task's latest `depth` checkpoints: those resume may check
-    (its start, or an earlier checkpoint it rolls back to). Unreadable notes are skipped
-    here: resume reports them."""
-    out: list[tuple[str, Assertion]] = []
-    for task in ck.store.tasks():
-        for n, cp in enumerate(ck.store.chain(task)):
-            if n >= depth:
-                break
-            try:
-                raw = ck.store.assertions_note(cp.commit)
-                parsed = parse_assertions(raw, source=f"assertions of {cp.id}") if raw else ()
-            except (CkptError, ValueError):
-                continue
-            out.extend((f"assertion of task {task}, checkpoint {cp.id}", a) for a in parsed)
-    return out

@@ -365,6 +365,17 @@ class GitRepo:
             return None
         return str(entry.id), int(entry.filemode)
 
+    def tree_has(self, tree_id: str, path: str) -> bool:
+        """Whether the tree holds an entry at the POSIX path `path`."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        try:
+            tree[path]
+        except (KeyError, ValueError):
+            return False
+        return True
+
     def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
         """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
         tree = self._lookup(tree_id)
