@@ -16,7 +16,6 @@ from git_agentckpt.contracts.approvals import pending_commands
 from git_agentckpt.contracts.checks import CheckContext
 from git_agentckpt.contracts.engine import (
     ConstraintReport,
-    changed_paths,
     evaluate,
     evaluate_assertions,
     key_input_assertions,
@@ -33,7 +32,7 @@ from git_agentckpt.contracts.schema import (
 from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.errors import CorruptError, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import snapshot_tree
+from git_agentckpt.git.worktree import snapshot_and_changes
 
 CONTRACT = """\
 constraints:
@@ -87,9 +86,9 @@ def test_changed_paths_between_trees(repo: Path) -> None:
     write(repo / "src/app.py", "changed\n")
     write(repo / "new/file.txt", "x\n")
     (repo / "README.md").unlink()
-    tree = snapshot_tree(git_repo, ())
-    assert changed_paths(git_repo, base, tree) == {"src/app.py", "new/file.txt", "README.md"}
-    assert changed_paths(git_repo, tree, tree) == frozenset()
+    tree, changed = snapshot_and_changes(git_repo, (), base)
+    assert changed == {"src/app.py", "new/file.txt", "README.md"}
+    assert snapshot_and_changes(git_repo, (), tree) == (tree, frozenset())
 
 
 def test_evaluate_counts_and_blocking(tmp_path: Path) -> None:

@@ -70,7 +70,6 @@ __all__ = [
     "CheckOutcome",
     "ConstraintReport",
     "ConstraintResult",
-    "changed_paths",
     "context_drop_setting",
     "evaluate",
     "evaluate_assertions",
@@ -130,11 +129,6 @@ def _timeout(check: Check) -> float:
     value = check.params.get("timeout", DEFAULT_COMMAND_TIMEOUT)
     ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     return float(value) if ok else DEFAULT_COMMAND_TIMEOUT  # type: ignore[arg-type]
-
-
-def changed_paths(repo: GitRepo, baseline_tree: str, current_tree: str) -> frozenset[str]:
-    """Paths added, deleted or modified between two trees (a rename is both paths)."""
-    return frozenset(change.path for change in repo.diff_trees(baseline_tree, current_tree))
 
 
 # ---- reports ------------------------------------------------------------------
