@@ -330,13 +330,18 @@ def _wait_child(sock: _socket.socket, pid: int) -> int:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie nobody reaps has ended: its server is gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _sleep(seconds: float) -> None:
