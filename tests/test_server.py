@@ -431,6 +431,20 @@ def test_fingerprint_follows_the_package_files_and_home(tmp_path: Path) -> None:
     assert launch.address(first).startswith(b"\0git-ckpt/%d/" % os.getuid())
 
 
+def test_version_is_answered_before_click_is_imported() -> None:
+    fast = subprocess.run([GIT_CKPT, "--version"], capture_output=True, text=True, check=True)
+    from click.testing import CliRunner
+
+    from git_agentckpt.cli.main import cli
+
+    assert fast.stdout == CliRunner().invoke(cli, ["--version"]).output  # what click says
+    probe = "import sys, runpy; sys.argv = ['git-ckpt', '--version']\n"
+    probe += "try:\n    runpy.run_module('git_agentckpt', run_name='__main__')\n"
+    probe += "except SystemExit:\n    pass\nprint('click' in sys.modules, file=sys.stderr)\n"
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert seen.stderr.strip() == "False"
+
+
 def test_command_detection_and_the_switch() -> None:
     assert launch.command_of(["-C", "repo", "check", "t1"]) == "check"
     assert launch.command_of(["--version"]) is None
