@@ -372,7 +372,8 @@ def build_rows(
         )
     rows.append(
         Row.of(
-            "CLI start-up alone (`git-ckpt --version` vs `git --version`)",
+            "launcher start-up alone (`git-ckpt --version`: Python, pip's script, `cli/launch.py`; "
+            "no click) vs `git --version`",
             cli.startup,
             cli.git_startup,
         )
