@@ -22,6 +22,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.globs import match_any, normalize_path
 
 WATCHED_KINDS = ("forbidden_paths", "protected_paths")
@@ -112,10 +113,7 @@ def load(path: str) -> dict[str, Stamp] | None:
 def save(path: str, globs: Sequence[str], files: Mapping[str, Stamp]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     doc = {"v": 1, "globs": list(globs), "files": {p: list(v) for p, v in sorted(files.items())}}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-    os.replace(tmp, path)
+    write_if_changed(path, json.dumps(doc, separators=(",", ":")).encode())
 
 
 def record(agent_dir: str, task: str, workdir: str, globs: Sequence[str]) -> None:

@@ -28,6 +28,8 @@ import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from git_agentckpt.git.files import write_if_changed
+
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
 _FILE = "large.json"
 
@@ -67,17 +69,7 @@ def load(agent_dir: str) -> dict[str, LargeFile]:
 def save(agent_dir: str, files: Mapping[str, LargeFile]) -> None:
     doc = {"v": 1, "files": {p: f.to_json() for p, f in sorted(files.items())}}
     data = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    path = os.path.join(agent_dir, _FILE)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == data:
-                return
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    write_if_changed(os.path.join(agent_dir, _FILE), data.encode())
 
 
 def measure(workdir: str, path: str, cap: int, known: LargeFile | None) -> LargeFile | None:

@@ -27,22 +27,10 @@ import hashlib
 import os
 import zlib
 
+from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import GitRepo
 
 _IDENT = b"git-ckpt <git-ckpt@localhost> 0 +0000"
-
-
-def _write_if_changed(path: str, data: bytes) -> None:
-    try:
-        with open(path, "rb") as fh:
-            if fh.read() == data:
-                return
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 def _read(path: str) -> bytes:
@@ -90,7 +78,7 @@ def shadow_git_dir(repo: GitRepo, agent_dir: str, tree: str) -> str | None:
     os.makedirs(os.path.join(shadow, "refs", "heads"), exist_ok=True)
     os.makedirs(os.path.join(shadow, "info"), exist_ok=True)
     common = repo.common_dir
-    _write_if_changed(
+    write_if_changed(
         os.path.join(objects, "info", "alternates"),
         os.path.join(common, "objects").encode() + b"\n",
     )
@@ -100,10 +88,10 @@ def shadow_git_dir(repo: GitRepo, agent_dir: str, tree: str) -> str | None:
         includes.append(worktree_config)
     config = "".join(f"[include]\n\tpath = {_quoted(p)}\n" for p in includes)
     config += "[core]\n\tbare = false\n"
-    _write_if_changed(os.path.join(shadow, "config"), config.encode())
-    _write_if_changed(
+    write_if_changed(os.path.join(shadow, "config"), config.encode())
+    write_if_changed(
         os.path.join(shadow, "info", "exclude"), _read(os.path.join(common, "info", "exclude"))
     )
     sha = _commit_for(objects, tree)
-    _write_if_changed(os.path.join(shadow, "HEAD"), sha.encode() + b"\n")
+    write_if_changed(os.path.join(shadow, "HEAD"), sha.encode() + b"\n")
     return shadow

@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git import large
+from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
 from git_agentckpt.git.shadow import shadow_git_dir
@@ -58,19 +59,6 @@ def _global_excludes(repo: GitRepo) -> str:
             return fh.read()
     except OSError:
         return ""
-
-
-def _write_if_changed(path: str, content: str) -> None:
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-            if fh.read() == content:
-                return
-    except OSError:
-        pass
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as fh:
-        fh.write(content)
-    os.replace(tmp, path)
 
 
 def _seed_index(repo: GitRepo, index: str) -> None:
@@ -277,14 +265,14 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
 def _write_excludes(
     repo: GitRepo, excludes: str, secret_paths: Sequence[str], known: Mapping[str, object]
 ) -> None:
-    _write_if_changed(
-        excludes,
+    text = (
         _global_excludes(repo)
         + "\n# git-ckpt secret_paths: never snapshotted\n"
         + "".join(p + "\n" for p in secret_paths)
         + "# git-ckpt: untracked files above [snapshot] max_file_size (.git/agent/large.json)\n"
-        + large.exclude_patterns(known),
+        + large.exclude_patterns(known)
     )
+    write_if_changed(excludes, text.encode("utf-8", "surrogateescape"))
 
 
 def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
