@@ -98,27 +98,20 @@ def parse_request(head_fds: list[int], payload: bytes, fp: str) -> Request:
 def read_request(conn: socket.socket, fp: str) -> Request:
     conn.settimeout(5.0)
     fds = array.array("i")
-    head = b""
-    msg, ancdata, _flags, _addr = conn.recvmsg(4, _FDS_SPACE)
+    head, ancdata, _flags, _addr = conn.recvmsg(4, _FDS_SPACE)  # the fds come with it
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    head = msg
     try:
-        while len(head) < 4:
-            chunk = conn.recv(4 - len(head))
-            if not chunk:
-                raise BadRequest("connection closed")
-            head += chunk
-        size = int.from_bytes(head, "big")
+        rest = launch.recv_exact(conn, 4 - len(head)) if len(head) < 4 else b""
+        if rest is None:
+            raise BadRequest("connection closed")
+        size = int.from_bytes(head + rest, "big")
         if size > launch.MAX_REQUEST:
             raise BadRequest(f"request of {size} bytes")
-        payload = b""
-        while len(payload) < size:
-            chunk = conn.recv(min(size - len(payload), 1 << 16))
-            if not chunk:
-                raise BadRequest("connection closed")
-            payload += chunk
+        payload = launch.recv_exact(conn, size)
+        if payload is None:
+            raise BadRequest("connection closed")
         return parse_request(list(fds), payload, fp)
     except BaseException:
         for fd in fds:
