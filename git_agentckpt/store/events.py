@@ -125,48 +125,26 @@ class EventLog:
             last = max([last, *copied, self._last_seq(info.parents[0])])
         return last
 
-    def merge(self, task: TaskName, remote_tip: str, origin: str) -> tuple[str, int]:
-        """Union another clone's log of `task` (at `remote_tip`) into ours.
+    def union_commit(self, task: TaskName, ours: str, theirs: str, origin: str) -> tuple[str, int]:
+        """A commit uniting two diverged logs of `task`, and how many events it adds.
 
-        Returns what happened (`created`, `fast-forward`, `up to date`, `merged`)
-        and how many events we gained. A merge is a commit with parents
-        [ours, theirs] whose body holds their events that our first-parent chain
-        lacks (by id, in their order, verbatim): every reader keeps walking first
-        parents, and the other clone can fast-forward to it. Nothing is rewritten.
+        Its parents are [ours, theirs]; its body holds their events that our
+        first-parent chain lacks (by id, in their order, verbatim), so every
+        reader keeps walking first parents and the other clone can fast-forward
+        to it. Nothing is rewritten. Moving the ref is the caller's CAS.
         """
-        ref = task.events_ref
-        outcome: list[tuple[str, int]] = []
+        have = {e.id for e in self.iter_back(task)}
+        gained: list[Event] = []
+        for ev in self.since(theirs, ours):
+            if ev.id not in have:
+                have.add(ev.id)
+                gained.append(ev)
+        subject = f"merge {len(gained)} event(s) from {origin}"
+        body = "\n".join(dumps(e.to_json()) for e in gained)
+        message = subject + "\n\n" + (body + "\n" if body else "")
+        return self.repo.commit(self.repo.empty_tree(), [ours, theirs], message), len(gained)
 
-        def attempt() -> str | None:
-            old = self.repo.read_ref(ref)
-            if old is None:
-                result, new = ("created", len(self._since(remote_tip, None))), remote_tip
-            elif self.repo.is_ancestor(remote_tip, old):
-                outcome[:] = [("up to date", 0)]
-                return old
-            elif self.repo.is_ancestor(old, remote_tip):
-                result, new = ("fast-forward", len(self._since(remote_tip, old))), remote_tip
-            else:
-                have = {e.id for e in self.iter_back(task)}
-                gained: list[Event] = []
-                for ev in self._since(remote_tip, old):
-                    if ev.id not in have:
-                        have.add(ev.id)
-                        gained.append(ev)
-                subject = f"merge {len(gained)} event(s) from {origin}"
-                body = "\n".join(dumps(e.to_json()) for e in gained)
-                message = subject + "\n\n" + (body + "\n" if body else "")
-                new = self.repo.commit(self.repo.empty_tree(), [old, remote_tip], message)
-                result = ("merged", len(gained))
-            if not self.repo.cas_ref(ref, new, old, f"git ckpt: {result[0]} from {origin}"):
-                return None
-            outcome[:] = [result]
-            return new
-
-        retry_cas(attempt, f"merging the event log of {task}")
-        return outcome[0]
-
-    def _since(self, tip: str, other: str | None) -> list[Event]:
+    def since(self, tip: str, other: str | None) -> list[Event]:
         """Events on `tip`'s first-parent chain that `other` does not have, oldest first."""
         out: list[Event] = []
         for info in self.repo.walk(tip):

@@ -5,7 +5,7 @@ mirror, `refs/ckpt-remotes/<remote>/…` (never pushed, force-updated: it only
 says what the remote had), then brings each into our refs without losing
 either side, in write-ahead order:
 
-1. event logs: created, fast-forwarded, or united (`EventLog.merge`: a merge
+1. event logs: created, fast-forwarded, or united (`EventLog.union_commit`: a merge
    commit that holds their events our chain lacks, by id);
 2. notes (state, assertions) and recovery reports: created, fast-forwarded,
    or merged by a union of their trees (entries on one side only are added;
@@ -104,9 +104,7 @@ def _integrate(
 ) -> RefResult:
     try:
         if ref.startswith(EVENTS):
-            action, gained = log.merge(TaskName.from_ref(ref), tip, remote)
-            detail = f"{gained} event(s)" if gained else ""
-            return RefResult(ref, action, detail)
+            return _merge_events(repo, log, TaskName.from_ref(ref), tip, remote)
         if ref.startswith(CHECKPOINTS):
             TaskName.from_ref(ref)
             return _fast_forward_checkpoint(repo, ref, tip, mirror)
@@ -151,10 +149,12 @@ def _bring_in(
     origin: str,
     diverged: Callable[[str], tuple[str | None, str, str]],
     guarded: bool = False,
+    forward_detail: Callable[[str | None], str] = lambda _: "",
 ) -> RefResult:
-    """Move `ref` to `tip` when that is forward (creating it if missing); when the two
-    diverged, `diverged(ours)` gives (new commit or None to leave ours, action, detail).
-    Every move is a compare-and-swap from the value just read."""
+    """Move `ref` to `tip` when that is forward (creating it if missing; the detail is
+    `forward_detail(ours)`); when the two diverged, `diverged(ours)` gives (new commit
+    or None to leave ours, action, detail). Every move is a compare-and-swap from the
+    value just read."""
     out: list[RefResult] = []
 
     def attempt() -> str | None:
@@ -164,7 +164,7 @@ def _bring_in(
             return old
         if old is None or repo.is_ancestor(old, tip):
             new: str | None = tip
-            action, detail = ("created" if old is None else "fast-forward"), ""
+            action, detail = ("created" if old is None else "fast-forward"), forward_detail(old)
             problems = check_updates(repo, [Update(old or ZERO, tip, ref)]) if guarded else []
             if problems:
                 new, action, detail = None, "refused", problems[0]
@@ -177,6 +177,22 @@ def _bring_in(
 
     retry_cas(attempt, f"updating {ref}")
     return out[0]
+
+
+def _merge_events(repo: GitRepo, log: EventLog, task: TaskName, tip: str, remote: str) -> RefResult:
+    """Event logs: create, fast-forward, or unite (`EventLog.union_commit`)."""
+
+    def counted(n: int) -> str:
+        return f"{n} event(s)" if n else ""
+
+    def unite(ours: str) -> tuple[str | None, str, str]:
+        commit, gained = log.union_commit(task, ours, tip, remote)
+        return commit, "merged", counted(gained)
+
+    def forward(ours: str | None) -> str:
+        return counted(len(log.since(tip, ours)))
+
+    return _bring_in(repo, task.events_ref, tip, remote, unite, forward_detail=forward)
 
 
 def _merge_history(repo: GitRepo, ref: str, tip: str, remote: str) -> RefResult:
