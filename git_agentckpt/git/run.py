@@ -36,6 +36,12 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def error_lines(stderr: bytes) -> list[str]:
+    """git's `error:` / `fatal:` lines, or every non-empty line when it wrote none."""
+    lines = [x.strip() for x in stderr.decode("utf-8", "replace").splitlines() if x.strip()]
+    return [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
+
+
 def run_git(
     args: Sequence[str],
     *,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from git_agentckpt.errors import OperationFailed, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.run import run_git
+from git_agentckpt.git.run import error_lines, run_git
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -76,6 +76,5 @@ def push_refs(repo: GitRepo, remote: str, refs: Sequence[str]) -> list[PushedRef
 
 
 def _last_error(stderr: bytes) -> str:
-    lines = [x.strip() for x in stderr.decode("utf-8", "replace").splitlines() if x.strip()]
-    errors = [x for x in lines if x.startswith(("fatal:", "error:"))] or lines
+    errors = error_lines(stderr)
     return errors[-1] if errors else "no message"

@@ -22,7 +22,7 @@ from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git import large
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
-from git_agentckpt.git.run import run_git
+from git_agentckpt.git.run import error_lines, run_git
 from git_agentckpt.git.shadow import shadow_git_dir
 
 GITLINK = 0o160000
@@ -314,8 +314,7 @@ def _add_and_write(
         skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
         proc = run_git([*config, *add, "--", ".", *skip], cwd=repo.workdir, env=env, check=False)
     if proc.returncode != 0:
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        errors = [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
+        errors = error_lines(proc.stderr)
         raise OperationFailed(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
             hint="fix the path git names, or add it to .gitignore",
