@@ -35,7 +35,7 @@ import functools
 import re
 from collections.abc import Sequence
 
-__all__ = ["compile_glob", "match_any", "normalize_path"]
+__all__ = ["compile_glob", "has_wildcard", "match_any", "normalize_path"]
 
 _GLOB_CHARS = frozenset("*?[\\")
 
@@ -86,7 +86,7 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
     final = segments[-1]
     if dir_only:
         out.append("/.+")
-    elif final != "**" and not _has_wildcard(final):
+    elif final != "**" and not has_wildcard(final):
         out.append("(?:/.+)?")
     try:
         return re.compile("".join(out), re.DOTALL)
@@ -108,7 +108,8 @@ def match_any(patterns: Sequence[str], path: str) -> bool:
     return matched
 
 
-def _has_wildcard(segment: str) -> bool:
+def has_wildcard(segment: str) -> bool:
+    """Whether a path component holds a glob character (or an escape)."""
     return any(ch in _GLOB_CHARS for ch in segment)
 
 

@@ -23,10 +23,9 @@ import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from git_agentckpt.git.files import write_if_changed
-from git_agentckpt.globs import match_any, normalize_path
+from git_agentckpt.globs import has_wildcard, match_any, normalize_path
 
 WATCHED_KINDS = ("forbidden_paths", "protected_paths")
-_GLOB_CHARS = frozenset("*?[\\")
 Stamp = tuple[int, int]  # size, mtime_ns
 
 
@@ -39,7 +38,7 @@ def base_dir(pattern: str) -> str | None:
         return None  # (globs.py: a pattern without an inner or leading `/` is unanchored)
     literal: list[str] = []
     for part in pat.strip("/").split("/"):
-        if any(c in _GLOB_CHARS for c in part):
+        if has_wildcard(part):
             break
         literal.append(part)
     return "/".join(literal) or None
