@@ -429,7 +429,7 @@ def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome
             t.name,
             repo.workdir,
             contract_globs(contract),
-            lambda path: repo.tree_has(tree, path),
+            lambda path: repo.tree_entry(tree, path) is not None,
         )
     needs_runner = contract is not None and any(
         c.check is not None and c.check.kind == "command" for c in contract.constraints

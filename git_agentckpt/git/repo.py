@@ -354,27 +354,16 @@ class GitRepo:
             raise CorruptError(f"object {tree_id} is not a tree")
         return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
 
-    def tree_entry(self, tree_id: str, name: str) -> tuple[str, int] | None:
-        """One direct entry of a tree, (oid, mode), without reading the others."""
+    def tree_entry(self, tree_id: str, path: str) -> tuple[str, int] | None:
+        """The entry at POSIX `path` in a tree, (oid, mode), without reading the others."""
         tree = self._lookup(tree_id)
         if not isinstance(tree, pygit2.Tree):
             raise CorruptError(f"object {tree_id} is not a tree")
         try:
-            entry = tree[name]
-        except KeyError:
+            entry = tree[path]
+        except (KeyError, ValueError):
             return None
         return str(entry.id), int(entry.filemode)
-
-    def tree_has(self, tree_id: str, path: str) -> bool:
-        """Whether the tree holds an entry at the POSIX path `path`."""
-        tree = self._lookup(tree_id)
-        if not isinstance(tree, pygit2.Tree):
-            raise CorruptError(f"object {tree_id} is not a tree")
-        try:
-            tree[path]
-        except (KeyError, ValueError):
-            return False
-        return True
 
     def tree_files(self, tree_id: str) -> Iterator[TreeFile]:
         """Every file (blob, link, gitlink) of a tree, recursively, as POSIX paths."""
