@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import BadStateError, CkptError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.restore import apply_restore, plan_restore
@@ -339,6 +340,7 @@ class Checkpointer:
                 )
             ],
         )
+        crash_point("step.end")
         step["status"] = "done"
         step["outputs"] = outputs
         if state.get("current_step") == step_id:

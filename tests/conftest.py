@@ -9,6 +9,22 @@ from pathlib import Path
 
 import pytest
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="run the reliability scenarios with large counts (minutes to hours)",
+    )
+
+
+@pytest.fixture
+def long_run(request: pytest.FixtureRequest) -> bool:
+    """True under `pytest --long`: reliability tests scale their counts up."""
+    return bool(request.config.getoption("--long"))
+
+
 SEALED_VARS = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_AUTHOR_NAME": "Test Author",

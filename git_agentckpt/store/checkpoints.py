@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import ConflictError, CorruptError, NotFound
 from git_agentckpt.git.large import assertion as large_assertion
 from git_agentckpt.git.notes import read_note, write_notes
@@ -291,12 +292,14 @@ class CheckpointStore:
             "Head": head or "none",
         }
         commit = repo.commit(tree, parents, checkpoint_message(subject, trailers))
+        crash_point("checkpoint.objects")
         # 2. notes of that commit
         notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
         write_notes(repo, STATE_NOTES, {commit: dumps(clean_state).encode()}, notes_msg)
         if assertions:
             body = dumps({"v": 1, "assertions": redactor.value(list(assertions))}).encode()
             write_notes(repo, ASSERTION_NOTES, {commit: body}, notes_msg)
+        crash_point("checkpoint.notes")
         links: dict[str, JSON] = {"checkpoint": commit}
         if step:
             links["step"] = step
@@ -304,6 +307,7 @@ class CheckpointStore:
         who = dict(actor or {})
         # 3. write-ahead record
         self.log.append(task, [NewEvent("checkpoint.prepare", who, links=links, data=data)])
+        crash_point("checkpoint.prepare")
         # 4. the commit point (the same guard the reference-transaction hook runs)
         problems = check_updates(repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
         if problems:
@@ -318,6 +322,7 @@ class CheckpointStore:
                 ],
             )
             return None
+        crash_point("checkpoint.ref")
         # 5. done
         self.log.append(task, [NewEvent("checkpoint.commit", who, links=links, data=data)])
         return Checkpoint(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CorruptError
 from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
 from git_agentckpt.model import JSON, Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
@@ -96,8 +97,10 @@ class EventLog:
             body = "\n".join(dumps(e.to_json()) for e in events)
             message = _subject(events) + "\n\n" + body + "\n"
             commit = self.repo.commit(self.repo.empty_tree(), [old] if old else [], message)
+            crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
                 return None
+            crash_point("event.ref")
             result[:] = events
             return commit
 
