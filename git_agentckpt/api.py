@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,8 @@ from git_agentckpt.model import (
     Event,
     NewEvent,
     RunInfo,
+    check_external_event_type,
+    check_external_patch,
     find_step,
     merge_update,
     new_state,
@@ -33,8 +35,9 @@ from git_agentckpt.settings import CONTRACTS_DIR, Settings, init_files, load_set
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.evidence import SuspectClaim, unsupported_claims
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import current_state
+from git_agentckpt.store.state import current_state, read_task
 from git_agentckpt.store.tools import file_hashes, tool_versions
 
 if TYPE_CHECKING:
@@ -128,7 +131,11 @@ class Checkpointer:
             return TaskName(name)
         active = []
         for t in self.tasks():
-            state, _ = current_state(self.store, self.log, t)
+            try:
+                state, _ = current_state(self.store, self.log, t)
+            except CkptError as exc:  # one damaged task does not stop the others
+                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
+                continue
             if state is not None and state.get("status") in ("active", "recovering"):
                 active.append(t.name)
         if len(active) == 1:
@@ -144,11 +151,22 @@ class Checkpointer:
         )
 
     def state(self, task: str | TaskName) -> dict[str, JSON]:
+        """The current state; events replay refused are skipped and named in `warnings`."""
         t = task if isinstance(task, TaskName) else TaskName(task)
-        state, _ = current_state(self.store, self.log, t)
-        if state is None:
+        view = read_task(self.store, self.log, t)
+        for skipped in view.skipped:
+            self.store.warn(f"task {t}: {skipped.one_line()}")
+        if view.state is None:
             raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
-        return state
+        return view.state
+
+    def suspect_claims(self, task: str | TaskName) -> list[SuspectClaim]:
+        """Claims of the current state that the checkpoint history does not back."""
+        t = task if isinstance(task, TaskName) else TaskName(task)
+        view = read_task(self.store, self.log, t)
+        if view.state is None:
+            raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
+        return unsupported_claims(self.store, t, view.state, view.tip)
 
     def task_start(
         self,
@@ -208,6 +226,7 @@ class Checkpointer:
         actor: str | None = None,
         assertions: Sequence[str | Mapping[str, Any]] = (),
         _state_override: dict[str, JSON] | None = None,
+        _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
@@ -215,27 +234,33 @@ class Checkpointer:
         `{"id": …, "check": {…}}`; they are checked on resume.
         """
         t = self.resolve_task(task)
-        # step done and resume hand over the state they just read: no second replay
-        current = _state_override
-        if current is None:
-            current, _ = current_state(self.store, self.log, t)
-        if current is None:  # an agent checkpointing a task nobody started: start it
-            t.check_no_prefix_clash(self.tasks())
-            current = new_state(t.name, "", [], [])
-            self.log.append(t, [NewEvent("task.start", data={"state": current})])
-        if current.get("status") == "recovering" and not force:
-            raise RecoveringError(
-                f"task {t} is recovering: confirm the restatement first",
-                hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
-            )
-        new = current
-        if state:
-            new = merge_update(new, state)
-        if step is not None and find_step(new, step) is None:
-            raise NotFound(f"task {t} has no step {step!r}")
-        new = normalize_state(json.loads(json.dumps(new)))
-        self._record_env(new, light, run)
         checks = self._assertions(assertions)
+
+        def compute_state() -> dict[str, JSON]:
+            """Runs under the task's lock (and again on each retry): see CheckpointStore."""
+            if _state_override is not None:  # resume: the state of the checkpoint it stands for
+                current: dict[str, JSON] | None = json.loads(json.dumps(_state_override))
+            else:
+                current, _ = current_state(self.store, self.log, t)
+            if current is None:  # an agent checkpointing a task nobody started: start it
+                t.check_no_prefix_clash(self.tasks())
+                current = new_state(t.name, "", [], [])
+                self.log.append(t, [NewEvent("task.start", data={"state": current})])
+            if current.get("status") == "recovering" and not force:
+                raise RecoveringError(
+                    f"task {t} is recovering: confirm the restatement first",
+                    hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
+                )
+            new = _transform(current) if _transform is not None else current
+            if state:
+                check_external_patch(new, state)
+                new = merge_update(new, state)
+            if step is not None and find_step(new, step) is None:
+                raise NotFound(f"task {t} has no step {step!r}")
+            new = normalize_state(json.loads(json.dumps(new)))
+            self._record_env(new, light, run)
+            return new
+
         started = time.perf_counter()
         made = self.store.create(
             t,
@@ -243,7 +268,7 @@ class Checkpointer:
             light=light,
             trigger=trigger,
             step=step,
-            state=new,
+            state=compute_state,
             secret_paths=self.settings.secret_paths,
             actor={"agent": actor} if actor else None,
             assertions=checks,
@@ -341,13 +366,20 @@ class Checkpointer:
             ],
         )
         crash_point("step.end")
-        step["status"] = "done"
-        step["outputs"] = outputs
-        if state.get("current_step") == step_id:
-            state["current_step"] = None
-        steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
-        if all(s.get("status") in ("done", "skipped") for s in steps):
-            state["status"] = "done"
+
+        def mark_done(current: dict[str, JSON]) -> dict[str, JSON]:
+            done = find_step(current, step_id)
+            if done is None:  # cannot happen: steps are never removed
+                raise NotFound(f"task {t} has no step {step_id!r}")
+            done["status"] = "done"
+            done["outputs"] = outputs
+            if current.get("current_step") == step_id:
+                current["current_step"] = None
+            steps = [s for s in current.get("steps") or [] if isinstance(s, dict)]
+            if all(s.get("status") in ("done", "skipped") for s in steps):
+                current["status"] = "done"
+            return current
+
         return self.create(
             task=t.name,
             message=f"step {step_id} done",
@@ -355,7 +387,7 @@ class Checkpointer:
             step=step_id,
             run=run,
             force=True,
-            _state_override=state,
+            _transform=mark_done,
         )
 
     def step_fail(self, task: str, step_id: str, outputs: JSON = None) -> Event:
@@ -377,8 +409,15 @@ class Checkpointer:
     # -- events -----------------------------------------------------------------------
 
     def append_events(self, task: str, events: Sequence[EventLike]) -> list[Event]:
-        """Append a batch of events in one commit (one compare-and-swap)."""
-        return self.log.append(TaskName(task), [_as_new_event(e) for e in events])
+        """Append a batch of events in one commit (one compare-and-swap).
+
+        Types that change state or prove the write-ahead order (`task.*`,
+        `step.*`, `checkpoint.*`, `recovery.*`, …) are refused: the tool writes them.
+        """
+        batch = [_as_new_event(e) for e in events]
+        for ev in batch:
+            check_external_event_type(ev.type)
+        return self.log.append(TaskName(task), batch)
 
     def event(
         self,
@@ -387,9 +426,7 @@ class Checkpointer:
         payload: Mapping[str, JSON] | None = None,
         actor: str | None = None,
     ) -> Event:
-        return self.log.append(
-            TaskName(task), [NewEvent.from_payload(type_, payload or {}, actor)]
-        )[0]
+        return self.append_events(task, [NewEvent.from_payload(type_, payload or {}, actor)])[0]
 
     def events(self, task: str, limit: int | None = None) -> list[Event]:
         t = TaskName(task)
@@ -409,12 +446,46 @@ class Checkpointer:
 
     def checkpoints(self, task: str | None = None) -> list[Checkpoint]:
         tasks = [TaskName(task)] if task else self.store.tasks()
-        if task and self.store.tip(tasks[0]) is None and not self.log.exists(tasks[0]):
+        if task and not self.repo.read_ref(tasks[0].checkpoints_ref) and not self.log.exists(
+            tasks[0]
+        ):
             raise NotFound(f"no task {task!r}", hint="see `git ckpt list` for the tasks")
         out: list[Checkpoint] = []
         for t in tasks:
-            out.extend(self.store.chain(t))
+            if task:  # the task asked for: its damage is the error
+                out.extend(self.store.chain(t))
+                continue
+            try:
+                out.extend(list(self.store.chain(t)))
+            except CkptError as exc:  # listing every task: report it, list the others
+                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
         return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """Damaged records the reads so far skipped, one line each (named, with their task)."""
+        return self.store.warnings
+
+    def task_summaries(self) -> list[dict[str, JSON]]:
+        """One row per task (status, goal, current step, steps done); damaged tasks skipped."""
+        rows: list[dict[str, JSON]] = []
+        for t in self.tasks():
+            try:
+                state = self.state(t)
+            except CkptError as exc:
+                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
+                continue
+            rows.append(
+                {
+                    "task": t.name,
+                    "status": state.get("status"),
+                    "goal": state.get("goal"),
+                    "current_step": state.get("current_step"),
+                    "done": len(state.get("done") or []),
+                    "steps": len(state.get("steps") or []),
+                }
+            )
+        return rows
 
     def resolve(self, name: str) -> Checkpoint:
         return self.store.resolve(name)
@@ -455,7 +526,10 @@ class Checkpointer:
         changes = plan.writes or plan.deletes
         if changes and not dry_run:
             known = {c.tree for c in self.store.chain(task)}
-            known |= {tip.tree for t in self.store.tasks() if (tip := self.store.tip(t))}
+            for t in self.store.tasks():
+                with contextlib.suppress(CkptError):  # a damaged task holds no known tree
+                    if (tip := self.store.tip(t)) is not None:
+                        known.add(tip.tree)
             if current_tree not in known:
                 msg = f"safety before restoring {target.id}"
                 self.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)

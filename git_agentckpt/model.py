@@ -296,6 +296,40 @@ def check_update(old: Mapping[str, JSON], new: Mapping[str, JSON]) -> None:
         )
 
 
+def check_external_patch(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> None:
+    """Refuse a patch from outside (`create --state`) that claims what only the tool decides.
+
+    A step is done only when its step-end checkpoint commits (`step done`), and
+    stays done until `step start --redo` or a rollback; a task becomes
+    `recovering` only by resume and leaves it only by confirm (design section 1).
+    """
+    steps = patch.get("steps")
+    if isinstance(steps, list):
+        for item in steps:
+            if not isinstance(item, dict) or "status" not in item:
+                continue
+            sid = item.get("id")
+            before = find_step(old, sid) if isinstance(sid, str) else None
+            was = before.get("status") if before is not None else None
+            if item["status"] == "done" and was != "done":
+                raise BadStateError(
+                    f"a state patch cannot mark step {sid!r} done",
+                    hint=f"run `git ckpt step done {old.get('task')} {sid}`: its checkpoint "
+                    "is what makes a step done",
+                )
+            if was == "done" and item["status"] != "done":
+                raise BadStateError(
+                    f"a state patch cannot reopen done step {sid!r}",
+                    hint="a done step stays done until a redo or a rollback reopens it",
+                )
+    status = patch.get("status")
+    if status is not None and status != old.get("status") and status in ("done", "recovering"):
+        raise BadStateError(
+            f"a state patch cannot set the task status to {status!r}",
+            hint="a task is done when its last step is done; recovering is set by resume",
+        )
+
+
 def merge_update(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> dict[str, JSON]:
     """Apply a state patch: top-level keys replace, `steps` merge by id, `constraints` union."""
     new = json.loads(json.dumps(old))
@@ -324,31 +358,73 @@ def merge_update(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> dict[str
     return new
 
 
+TOOL_ONLY_NAMESPACES = (
+    "task",
+    "state",
+    "step",
+    "checkpoint",
+    "recovery",
+    "workspace",
+    "constraint",
+    "drift",
+    "trigger",
+)
+
+
+def is_tool_only(type_: str) -> bool:
+    """Event types that change state or prove the write-ahead order: the tool writes them."""
+    return type_.split(".", 1)[0] in TOOL_ONLY_NAMESPACES
+
+
+def check_external_event_type(type_: str) -> None:
+    """Refuse, from `git ckpt event` and the API, a type only the tool may write."""
+    check_event_type(type_)
+    if is_tool_only(type_):
+        raise BadStateError(
+            f"event type {type_!r} is written by git ckpt itself",
+            hint="use `git ckpt task|step|create|resume` for that, or log your own type "
+            "(e.g. tool.call, model.call, file.write, user.prompt)",
+        )
+
+
 def apply_event(state: dict[str, JSON] | None, event: Event) -> dict[str, JSON] | None:
-    """Replay one state-changing event logged after the latest checkpoint."""
+    """Replay one state-changing event logged after the latest checkpoint.
+
+    Raises BadStateError for an event the state cannot take (a second
+    `task.start`, a patch that marks a step done or drops a constraint, an
+    unknown step); the caller reports and skips it. Other types change nothing.
+    """
+    if event.type not in STATE_EVENTS:
+        return state
     if event.type == "task.start":
         started = event.data.get("state")
-        return (
-            normalize_state(json.loads(json.dumps(started))) if isinstance(started, dict) else state
-        )
+        if state is not None:
+            raise BadStateError("a task.start after the task started would replace its state")
+        if not isinstance(started, dict):
+            raise BadStateError("a task.start without a state object")
+        return normalize_state(json.loads(json.dumps(started)))
     if state is None:
         return None
-    step_id = event.links.get("step")
-    if event.type == "step.start" and isinstance(step_id, str):
-        step = find_step(state, step_id)
-        if step is not None:
-            step["status"] = "in_progress"
-            state["current_step"] = step_id
-    elif event.type == "step.end" and isinstance(step_id, str):
-        step = find_step(state, step_id)
-        # "done" only counts once its checkpoint commits; a logged failure counts at once
-        if step is not None and event.data.get("status") == "failed":
-            step["status"] = "failed"
-            step["outputs"] = event.data.get("outputs")
-    elif event.type == "state.update":
+    if event.type == "state.update":
         patch = event.data.get("patch")
-        if isinstance(patch, dict):
-            return merge_update(state, patch)
+        if not isinstance(patch, dict):
+            raise BadStateError("a state.update without a patch object")
+        check_external_patch(state, patch)
+        return merge_update(state, patch)
+    step_id = event.links.get("step")
+    step = find_step(state, step_id) if isinstance(step_id, str) else None
+    if step is None:
+        raise BadStateError(f"{event.type} of a step the task does not have: {step_id!r}")
+    if step["status"] == "done" and not (event.type == "step.start" and event.data.get("redo")):
+        # a done step stays done until an explicit redo; a stray start is a drift signal
+        raise BadStateError(f"{event.type} of step {step_id!r}, which is done")
+    if event.type == "step.start":
+        step["status"] = "in_progress"
+        state["current_step"] = step_id
+    elif event.data.get("status") == "failed":
+        # "done" only counts once its checkpoint commits; a logged failure counts at once
+        step["status"] = "failed"
+        step["outputs"] = event.data.get("outputs")
     return normalize_state(state)
 
 

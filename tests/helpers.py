@@ -42,3 +42,18 @@ def real_ckpt(repo: Path, *args: str, input: str | None = None) -> subprocess.Co
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def forge_event(repo: Path, task: str, type_: str, payload: dict[str, Any] | None = None) -> None:
+    """Write an event as another writer could (a fetched log, a bypassed facade).
+
+    `git ckpt event` refuses the types the tool writes itself; tests that need
+    such an event in the log (a stray `step.start`, a dangling `prepare`) write
+    it below the facade, through the event log itself.
+    """
+    import git_agentckpt
+    from git_agentckpt.model import NewEvent
+    from git_agentckpt.store.refs import TaskName
+
+    log = git_agentckpt.open(str(repo)).log
+    log.append(TaskName(task), [NewEvent.from_payload(type_, payload or {}, None)])

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ckpt, write
+from helpers import ckpt, forge_event, write
 
 import git_agentckpt.cli.commands_contracts  # noqa: F401  (registers check and trust)
 from git_agentckpt.api import Checkpointer
@@ -88,7 +88,7 @@ def test_done_step_started_again_through_the_event_log(task: Checkpointer) -> No
     run_check_now(ck, "t")
     ck.step_start("t", "s2")  # a pending step: fine
     assert detect_drift(ck.log, T) == []
-    ck.event("t", "step.start", {"step": "s1"})  # bypasses the facade's refusal
+    forge_event(Path(ck.repo.workdir), "t", "step.start", {"step": "s1"})  # e.g. a fetched log
     outcome = run_check_now(ck, "t")
     assert [(s.signal, s.subject) for s in outcome.drift] == [("step_redone", "s1")]
     (ev,) = drift_events(ck)
@@ -118,7 +118,11 @@ def test_restarting_a_step_reopened_by_a_checkpoint_is_no_drift(task: Checkpoint
     ck.step_start("t", "s1")
     ck.step_done("t", "s1")
     # what a resume does: a checkpoint whose note sets the step back to pending
-    ck.create("t", state={"steps": [{"id": "s1", "status": "pending"}]}, trigger="resume")
+    def reopen(state: dict[str, Any]) -> dict[str, Any]:
+        state["steps"][0]["status"] = "pending"
+        return state
+
+    ck.create("t", trigger="resume", _transform=reopen)
     ck.step_start("t", "s1")
     assert detect_drift(ck.log, T) == []
 
@@ -130,7 +134,7 @@ def test_done_steps_carry_over_from_the_previous_check(task: Checkpointer) -> No
     run_check_now(ck, "t")
     check = [e for e in ck.events("t") if e.type == "constraint.check"][-1]
     assert check.data["drift"]["done_steps"] == ["s1"]
-    ck.event("t", "step.start", {"step": "s1"})
+    forge_event(Path(ck.repo.workdir), "t", "step.start", {"step": "s1"})
     assert [s.signal for s in detect_drift(ck.log, T)] == ["step_redone"]
 
 
@@ -206,7 +210,7 @@ def test_each_signal_through_the_cli(task: Checkpointer, repo: Path) -> None:
     ckpt(repo, "check", "t")
     ck.step_start("t", "s1")
     ck.step_done("t", "s1")
-    ckpt(repo, "event", "t", "--type", "step.start", "--json", '{"step": "s1"}')
+    forge_event(repo, "t", "step.start", {"step": "s1"})
     ckpt(repo, "event", "t", "--type", "model.call", "--json", '{"usage": {"context_tokens": 9e4}}')
     ckpt(repo, "event", "t", "--type", "model.call", "--json", '{"usage": {"context_tokens": 9}}')
     write(repo / "c.json", '{"seed": 1}')

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt, ckpt_json, write
+from helpers import ckpt, ckpt_json, forge_event, write
 
 CONTRACT = """\
 constraints:
@@ -109,15 +109,7 @@ def test_prepare_only_checkpoint_is_ignored(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
     good = ckpt_json(repo, "create", "-t", "t")
     orphan = git(repo, "commit-tree", "-m", "never committed", "HEAD^{tree}")
-    ckpt(
-        repo,
-        "event",
-        "t",
-        "--type",
-        "checkpoint.prepare",
-        "--json",
-        json.dumps({"checkpoint": orphan}),
-    )
+    forge_event(repo, "t", "checkpoint.prepare", {"checkpoint": orphan})
     code, out = resume_json(repo)
     assert code == 0
     assert out["locate"]["aborted_checkpoints"] == [orphan]  # type: ignore[index]

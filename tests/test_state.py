@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 from conftest import git
-from helpers import ckpt, ckpt_json
+from helpers import BIN_DIR, ckpt, ckpt_json
 
 
 def start(repo: Path) -> None:
@@ -71,7 +74,13 @@ def test_step_end_without_checkpoint_is_redone(repo: Path) -> None:
     """A step.end whose checkpoint never committed leaves the step in progress."""
     start(repo)
     ckpt(repo, "step", "start", "t", "s1")
-    ckpt(repo, "event", "t", "--type", "step.end", "--json", '{"step": "s1", "status": "done"}')
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "step.end"}  # killed after step.end is logged
+    killed = subprocess.run(
+        [os.path.join(BIN_DIR, "git-ckpt"), "step", "done", "t", "s1"], cwd=repo, env=env
+    )
+    assert killed.returncode == -signal.SIGKILL
+    last = ckpt(repo, "log", "t", "--json").stdout.splitlines()[-1]
+    assert json.loads(last)["type"] == "step.end"
     state = ckpt_json(repo, "task", "show", "t")
     s1 = next(s for s in state["steps"] if s["id"] == "s1")
     assert s1["status"] == "in_progress"

@@ -7,7 +7,7 @@ import click
 from git_agentckpt.cli.common import open_ckpt
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
-from git_agentckpt.errors import ConflictError
+from git_agentckpt.errors import CkptError, ConflictError, CorruptError
 from git_agentckpt.store.share import ShareResult
 
 _FLAGS = {" ": "updated", "*": "new", "=": "up to date", "!": "rejected", "+": "forced"}
@@ -16,8 +16,14 @@ _FLAGS = {" ": "updated", "*": "new", "=": "up to date", "!": "rejected", "+": "
 def _report(ctx: click.Context, result: ShareResult, as_json: bool, pushing: bool) -> None:
     """Print the outcome; diverged refs make it fail (exit 5) after the rest was shared."""
     blocked = result.blocked
-    error = None
-    if blocked:
+    damaged = [r for r in blocked if r.action == "damaged"]
+    error: CkptError | None = None
+    if damaged:  # someone else's record failed validation: only its own refs wait
+        error = CorruptError(
+            "not shared: " + "; ".join(f"{r.ref} damaged ({r.detail})" for r in damaged),
+            hint="the rest was shared; ask that clone's owner to check it with `git ckpt list`",
+        )
+    elif blocked:
         error = ConflictError(
             "not shared: " + "; ".join(f"{r.ref} {r.action} ({r.detail})" for r in blocked),
             hint="two clones wrote the same task: resume one chain, or start a new task",

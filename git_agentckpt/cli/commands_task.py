@@ -67,7 +67,10 @@ def task_start(
 @click.pass_context
 def task_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show the current state of task NAME (latest checkpoint + later events)."""
-    state = open_ckpt(ctx).state(name)
+    ck = open_ckpt(ctx)
+    state = ck.state(name)
+    for claim in ck.suspect_claims(name):
+        ck.warnings.append(f"task {name}: suspect state: {claim.one_line()}")
     if as_json:
         emit_json(state)
         return
@@ -91,20 +94,7 @@ def task_show(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def task_list(ctx: click.Context, as_json: bool) -> None:
     """List tasks with their status and current step."""
-    ck = open_ckpt(ctx)
-    rows = []
-    for t in ck.tasks():
-        state = ck.state(t)
-        rows.append(
-            {
-                "task": t.name,
-                "status": state.get("status"),
-                "goal": state.get("goal"),
-                "current_step": state.get("current_step"),
-                "done": len(state.get("done") or []),
-                "steps": len(state.get("steps") or []),
-            }
-        )
+    rows = open_ckpt(ctx).task_summaries()
     if as_json:
         emit_json(rows)
         return

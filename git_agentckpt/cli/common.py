@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 def open_ckpt(ctx: click.Context) -> Checkpointer:
     from git_agentckpt.api import Checkpointer
 
-    return Checkpointer.open(root_path(ctx))
+    ck = Checkpointer.open(root_path(ctx))
+    # CkptGroup.invoke prints what its reads skipped (damaged records) as warnings
+    ctx.find_root().meta.setdefault("ckpt.facades", []).append(ck)
+    return ck
 
 
 def root_path(ctx: click.Context) -> str:

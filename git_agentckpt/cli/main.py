@@ -25,6 +25,16 @@ def _report(ctx: click.Context, message: str, status: int) -> None:
         click.echo(json.dumps({"error": message, "exit": status}, separators=(",", ":")))
 
 
+def _print_warnings(ctx: click.Context) -> None:
+    """Damaged records a command skipped: named on stderr, once each, after its output."""
+    seen: set[str] = set()
+    for ck in ctx.meta.get("ckpt.facades", []):
+        for line in ck.warnings:
+            if line not in seen:
+                seen.add(line)
+                click.echo(f"git ckpt: warning: {line}", err=True)
+
+
 # Each command's module is imported only when that command runs (or help lists it):
 # every `git ckpt` call pays Python start-up, so the other modules are not loaded.
 LAZY_COMMANDS = {
@@ -73,6 +83,12 @@ class CkptGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return self._invoke(ctx)
+        finally:
+            _print_warnings(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CkptError as exc:

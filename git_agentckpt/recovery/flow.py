@@ -32,8 +32,9 @@ from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
 from git_agentckpt.recovery.report import read_report, report_files, save_report
 from git_agentckpt.recovery.verify import Verification, ensure_tree, verify_workspace
 from git_agentckpt.settings import CONTRACTS_DIR
+from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import current_state
+from git_agentckpt.store.state import read_task
 
 if TYPE_CHECKING:
     from git_agentckpt.api import Checkpointer
@@ -97,14 +98,20 @@ def _finished(state: dict[str, JSON]) -> bool:
 
 def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     task = TaskName(task_name)
-    state_now, _tip = current_state(ck.store, ck.log, task)
-    if state_now is None:
+    view = read_task(ck.store, ck.log, task)
+    if view.state is None:
         raise NotFound(f"no task {task_name!r}", hint="see `git ckpt task list`")
+    # a claim the history does not back (a forged or copied note) is reported, never trusted
+    suspects = unsupported_claims(ck.store, task, view.state, view.tip)
+    state_now = without_suspect_claims(view.state, suspects)
     contract = load_contract(ck)
     timer = _Timer()
     report_id = new_ulid()
     report: dict[str, JSON] = {"v": 1, "id": report_id, "task": task.name, "started": iso_now()}
     events: list[NewEvent] = []
+    if suspects or view.skipped:
+        report["suspect_state"] = [c.to_json() for c in suspects]
+        report["skipped_events"] = [e.to_json() for e in view.skipped]
 
     def stop(status: Exit, message: str) -> ResumeOutcome:
         outcome = "needs_person" if status == Exit.NEEDS_PERSON else "assertions_failed"
@@ -247,6 +254,9 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
 
     # 4. the state to continue from, and the brief
     state = ck.store.state_note(start.commit) or copy.deepcopy(state_now)
+    start_suspects = unsupported_claims(ck.store, task, state, start)
+    state = without_suspect_claims(state, start_suspects)
+    suspect_lines = sorted({c.one_line() for c in [*suspects, *start_suspects]})
     reset = _reset_steps(state_now, state)
     state["status"] = "recovering"
     state["recovery"] = {"from": start.commit, "id": start.id, "report": report_id}
@@ -261,6 +271,10 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
     }
     if decision:
         found["decision"] = decision
+    if suspect_lines:
+        found["suspect_state_not_trusted"] = list(suspect_lines)
+    if view.skipped:
+        found["skipped_events"] = [e.one_line() for e in view.skipped]
     brief = build_brief(
         state,
         contract,

@@ -18,12 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from git_agentckpt.model import JSON, Event, NewEvent
-from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
+from git_agentckpt.store.checkpoints import (
+    RESUME_TRIGGER,
+    SAFETY_TRIGGER,
+    STEP_END_TRIGGER,
+    Checkpoint,
+    CheckpointStore,
+)
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 
-RESUME_TRIGGER = "resume"
-SAFETY_TRIGGER = "pre_restore"
+__all__ = ["RESUME_TRIGGER", "SAFETY_TRIGGER", "Located", "locate"]
 
 
 @dataclass
@@ -112,7 +117,7 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
             ckpt = committed[commit]
             if ckpt.trigger == RESUME_TRIGGER:
                 open_since.clear()
-            elif ckpt.trigger == "step_end" and ckpt.step in open_since:
+            elif ckpt.trigger == STEP_END_TRIGGER and ckpt.step in open_since:
                 del open_since[ckpt.step]
             elif open_since:
                 mid_step.add(commit)

@@ -14,11 +14,11 @@ import os
 import random
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import ConflictError, CorruptError, NotFound
+from git_agentckpt.errors import CkptError, ConflictError, CorruptError, NotFound
 from git_agentckpt.git.large import assertion as large_assertion
 from git_agentckpt.git.notes import read_note, write_notes
 from git_agentckpt.git.repo import CommitInfo, GitRepo
@@ -83,11 +83,18 @@ def parse_checkpoint(info: CommitInfo) -> Checkpoint | None:
         return None
     prev = info.parents[0] if info.parents else None
     baseline = _none(tr.get("Baseline"))
+    seq = tr.get("Seq", "0") or "0"
+    if not seq.isdigit() or len(seq) > 18:
+        raise CorruptError(
+            f"checkpoint {info.id[:12]} of task {tr['Task']!r} has a malformed Seq trailer "
+            f"{seq[:40]!r}",
+            hint="the record is damaged or forged",
+        )
     return Checkpoint(
         id=tr["Checkpoint-Id"],
         commit=info.id,
         task=tr["Task"],
-        number=int(tr.get("Seq", "0") or 0),
+        number=int(seq),
         kind=tr.get("Kind", "full"),
         trigger=tr.get("Trigger", "manual"),
         step=_none(tr.get("Step")),
@@ -100,6 +107,30 @@ def parse_checkpoint(info: CommitInfo) -> Checkpoint | None:
     )
 
 
+def _load_note(data: bytes, what: str) -> JSON:
+    """A note's JSON; damaged bytes (not UTF-8, not JSON, nested past any sense) are corrupt."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorruptError(f"{what} is not UTF-8 (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise CorruptError(f"{what} is not JSON: {exc.msg} at line {exc.lineno}") from exc
+    except RecursionError as exc:
+        raise CorruptError(f"{what} nests JSON too deeply to read") from exc
+
+
+def _bad_tip(task: TaskName, commit: str) -> CorruptError:
+    return CorruptError(
+        f"{task.checkpoints_ref} points at {commit[:12]}, which is not a checkpoint commit here",
+        hint="the ref is damaged: fetch the task again from a clone that has it",
+    )
+
+
+# triggers the recovery rules read (design sections 1 and 3)
+STEP_END_TRIGGER = "step_end"  # the checkpoint that makes a step done
+RESUME_TRIGGER = "resume"  # stands for the checkpoint a resume started from
+SAFETY_TRIGGER = "pre_restore"  # holds the drift a restore undid: never a starting point
+
 LOCK_WAIT_SECONDS = 10.0  # longer than STALE_LOCK_SECONDS, so a killed writer's lock is broken
 _TILDE = re.compile(r"^(?P<task>.+?)~(?P<n>\d+)$")
 _HEX = re.compile(r"^[0-9a-fA-F]{4,64}$")
@@ -109,6 +140,12 @@ class CheckpointStore:
     def __init__(self, repo: GitRepo, log: EventLog) -> None:
         self.repo = repo
         self.log = log
+        # damaged records that reads skipped, one line each (the CLI prints them as warnings)
+        self.warnings: list[str] = []
+
+    def warn(self, line: str) -> None:
+        if line not in self.warnings:
+            self.warnings.append(line)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -117,7 +154,12 @@ class CheckpointStore:
 
     def tip(self, task: TaskName) -> Checkpoint | None:
         commit = self.repo.read_ref(task.checkpoints_ref)
-        return self.get(commit) if commit else None
+        if not commit:
+            return None
+        try:
+            return self.get(commit)
+        except NotFound as exc:  # a dangling ref, or one at a tree or blob
+            raise _bad_tip(task, commit) from exc
 
     def get(self, commit: str) -> Checkpoint:
         ckpt = parse_checkpoint(self.repo.read_commit(commit))
@@ -128,8 +170,19 @@ class CheckpointStore:
     def chain(self, task: TaskName, start: str | None = None) -> Iterator[Checkpoint]:
         """Checkpoints of `task`, newest first, from the tip (or `start`)."""
         current = start or self.repo.read_ref(task.checkpoints_ref)
+        if current and start is None:
+            try:
+                self.repo.read_commit(current)
+            except NotFound as exc:  # a dangling tip, or one at a tree or blob
+                raise _bad_tip(task, current) from exc
         while current:
-            ckpt = parse_checkpoint(self.repo.read_commit(current))
+            info = self.repo.read_commit(current)
+            try:
+                ckpt = parse_checkpoint(info)
+            except CorruptError as exc:  # one damaged checkpoint: report it, walk past it
+                self.warn(f"task {task}: {exc.one_line()} (skipped)")
+                current = info.parents[0] if info.parents else None
+                continue
             if ckpt is None or ckpt.task != task.name:
                 return
             yield ckpt
@@ -139,10 +192,7 @@ class CheckpointStore:
         data = read_note(self.repo, STATE_NOTES, commit)
         if data is None:
             return None
-        try:
-            obj = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise CorruptError(f"the state note of {commit[:12]} is not JSON") from exc
+        obj = _load_note(data, f"the state note of {commit[:12]}")
         if not isinstance(obj, dict):
             raise CorruptError(f"the state note of {commit[:12]} is not a JSON object")
         check_version(obj, f"the state note of {commit[:12]}")
@@ -152,7 +202,9 @@ class CheckpointStore:
         data = read_note(self.repo, ASSERTION_NOTES, commit)
         if data is None:
             return []
-        obj = json.loads(data)
+        obj = _load_note(data, f"the assertions note of {commit[:12]}")
+        if not isinstance(obj, dict):
+            raise CorruptError(f"the assertions note of {commit[:12]} is not a JSON object")
         check_version(obj, f"the assertions note of {commit[:12]}")
         items = obj.get("assertions", [])
         return items if isinstance(items, list) else []
@@ -177,9 +229,12 @@ class CheckpointStore:
             return chain[n]
         if is_ulid(name.upper()):
             for task in tasks.values():
-                for ckpt in self.chain(task):
-                    if ckpt.id == name.upper():
-                        return ckpt
+                try:
+                    for ckpt in self.chain(task):
+                        if ckpt.id == name.upper():
+                            return ckpt
+                except CkptError as exc:  # another task's damage does not hide this one
+                    self.warn(f"task {task}: {exc.one_line()} (skipped)")
         if _HEX.match(name):
             commit = self.repo.resolve_prefix(name)
             if commit is not None:
@@ -201,12 +256,17 @@ class CheckpointStore:
         light: bool,
         trigger: str,
         step: str | None,
-        state: Mapping[str, JSON],
+        state: Callable[[], Mapping[str, JSON]],
         assertions: Sequence[JSON] = (),
         secret_paths: Sequence[str] = (),
         actor: Mapping[str, JSON] | None = None,
     ) -> Checkpoint:
-        """Create one checkpoint in write-ahead order (see the module docstring)."""
+        """Create one checkpoint in write-ahead order (see the module docstring).
+
+        `state()` computes the note to write. It is called under the task's lock
+        and again on every retry, so a note never carries a state read before a
+        concurrent writer (a `step done`, another checkpoint) committed its own.
+        """
         lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
         os.makedirs(lock_dir, exist_ok=True)
         with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
@@ -249,7 +309,7 @@ class CheckpointStore:
         light: bool,
         trigger: str,
         step: str | None,
-        state: Mapping[str, JSON],
+        state: Callable[[], Mapping[str, JSON]],
         assertions: Sequence[JSON],
         secret_paths: Sequence[str],
         actor: Mapping[str, JSON] | None,
@@ -276,7 +336,7 @@ class CheckpointStore:
             parents.append(head)
         redactor = self.log.redactor
         message = redactor.text(message)
-        clean_state = redactor.value(dict(state))
+        clean_state = redactor.value(dict(state()))
         number = (prev.number if prev else 0) + 1
         ckpt_id = new_ulid()
         kind = "light" if light else "full"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Sequence
 
 from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import CorruptError
+from git_agentckpt.errors import CkptError, CorruptError
 from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
 from git_agentckpt.model import JSON, Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
 from git_agentckpt.redact import Redactor, default_redactor
@@ -29,9 +29,14 @@ def events_of(info: CommitInfo) -> list[Event]:
         objs = json.loads("[" + ",".join(lines) + "]")
     except json.JSONDecodeError as exc:
         raise CorruptError(f"event log commit {info.id[:12]} holds malformed JSON") from exc
+    except RecursionError as exc:
+        raise CorruptError(f"event log commit {info.id[:12]} nests JSON too deeply") from exc
     if len(objs) != len(lines) or not all(isinstance(o, dict) for o in objs):
         raise CorruptError(f"event log commit {info.id[:12]} holds malformed JSON")
-    return [Event.from_json(o) for o in objs]
+    try:
+        return [Event.from_json(o) for o in objs]
+    except CkptError as exc:
+        raise CorruptError(f"event log commit {info.id[:12]}: {exc.message}") from exc
 
 
 def _subject(events: Sequence[Event]) -> str:
@@ -117,9 +122,10 @@ class EventLog:
         for line in reversed(info.message.splitlines()):
             if line.startswith("{"):
                 try:
-                    seq = json.loads(line).get("seq")
-                except json.JSONDecodeError as exc:
+                    obj = json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:
                     raise CorruptError(f"event log commit {tip[:12]} holds malformed JSON") from exc
+                seq = obj.get("seq") if isinstance(obj, dict) else None
                 if isinstance(seq, int):
                     last = seq
                     break

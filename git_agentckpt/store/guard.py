@@ -21,7 +21,6 @@ from git_agentckpt.store.refs import CHECKPOINTS, EVENTS, REPORTS
 
 ZERO = "0" * 40
 GUARDED_FORWARD = (EVENTS, REPORTS, "refs/notes/agent/")
-PREPARE_SCAN_LIMIT = 10_000  # events searched back for a prepare
 
 
 @dataclass(frozen=True)
@@ -41,16 +40,20 @@ def parse_updates(lines: Iterable[str]) -> list[Update]:
 
 
 def _prepared(repo: GitRepo, events_tip: str | None, commit: str) -> bool:
+    """Whether the log at `events_tip` holds a `checkpoint.prepare` naming `commit`.
+
+    The whole first-parent chain is searched, however long: a checkpoint whose
+    prepare lies 10,000 events back is as valid as a new one. Only commits whose
+    message holds the checkpoint's id are parsed, so the walk reads messages only.
+    """
     if events_tip is None or events_tip == ZERO:
         return False
-    seen = 0
     for info in repo.walk(events_tip):
-        for ev in reversed(events_of(info)):
+        if commit not in info.message:
+            continue
+        for ev in events_of(info):
             if ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == commit:
                 return True
-            seen += 1
-        if seen > PREPARE_SCAN_LIMIT:
-            return False
     return False
 
 
@@ -84,7 +87,12 @@ def check_updates(repo: GitRepo, updates: list[Update]) -> list[str]:
             continue
         events_ref = EVENTS + task
         events_tip = in_txn.get(events_ref) or repo.read_ref(events_ref)
-        if not _prepared(repo, events_tip, u.new):
+        try:
+            prepared = _prepared(repo, events_tip, u.new)
+        except (CorruptError, NotFound) as exc:
+            problems.append(f"{u.ref}: cannot read {events_ref}: {exc.one_line()}")
+            continue
+        if not prepared:
             hint = (
                 ""
                 if events_ref in in_txn

@@ -26,7 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from git_agentckpt.errors import BadTaskName, ConflictError, RepositoryError
+from git_agentckpt.errors import (
+    BadTaskName,
+    ConflictError,
+    CorruptError,
+    NotFound,
+    RepositoryError,
+)
 from git_agentckpt.git.repo import GitRepo, retry_cas
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
 from git_agentckpt.model import JSON
@@ -43,13 +49,14 @@ PUSH_TRIES = 5
 @dataclass(frozen=True)
 class RefResult:
     ref: str
-    action: str  # created | fast-forward | merged | up to date | diverged | refused | skipped
+    # created | fast-forward | merged | up to date | diverged | refused | damaged | skipped
+    action: str
     detail: str = ""
 
     @property
     def blocked(self) -> bool:
         """Ours and theirs stay apart: the ref cannot be pushed."""
-        return self.action in ("diverged", "refused")
+        return self.action in ("diverged", "refused", "damaged")
 
     def to_json(self) -> dict[str, JSON]:
         return {"ref": self.ref, "action": self.action, "detail": self.detail}
@@ -116,6 +123,8 @@ def _integrate(
         return RefResult(ref, "skipped", exc.one_line())
     except RepositoryError as exc:  # e.g. task `a` here and `a/b` there: git cannot hold both
         return RefResult(ref, "refused", exc.one_line())
+    except (CorruptError, NotFound) as exc:  # their record is damaged: only this ref waits
+        return RefResult(ref, "damaged", exc.one_line())
     return RefResult(ref, "skipped", "not an agent ref this version knows")
 
 

@@ -1,11 +1,42 @@
-"""The current task state: the latest checkpoint's note plus the events logged after it."""
+"""The current task state: the latest checkpoint's note plus the events logged after it.
+
+Replay never dies on one bad event: an event the state cannot take (a forged
+`task.start`, a patch that marks a step done, a step the task does not have)
+is skipped and reported, and the rest of the log still counts.
+"""
 
 from __future__ import annotations
 
-from git_agentckpt.model import JSON, Event, apply_event
+from dataclasses import dataclass, field
+
+from git_agentckpt.errors import CkptError
+from git_agentckpt.model import JSON, STATE_EVENTS, Event, apply_event
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
+
+
+@dataclass(frozen=True)
+class SkippedEvent:
+    """A state-changing event that replay refused."""
+
+    id: str
+    seq: int
+    type: str
+    reason: str
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"id": self.id, "seq": self.seq, "type": self.type, "reason": self.reason}
+
+    def one_line(self) -> str:
+        return f"event #{self.seq} ({self.type}, {self.id}) skipped: {self.reason}"
+
+
+@dataclass
+class TaskView:
+    state: dict[str, JSON] | None
+    tip: Checkpoint | None
+    skipped: list[SkippedEvent] = field(default_factory=list)
 
 
 def events_since_tip(log: EventLog, task: TaskName, tip: Checkpoint | None) -> list[Event]:
@@ -23,12 +54,31 @@ def events_since_tip(log: EventLog, task: TaskName, tip: Checkpoint | None) -> l
     return after
 
 
+def replay(
+    state: dict[str, JSON] | None, events: list[Event]
+) -> tuple[dict[str, JSON] | None, list[SkippedEvent]]:
+    """Apply the state-changing events in order; report and skip the ones that do not fit."""
+    skipped: list[SkippedEvent] = []
+    for ev in events:
+        if ev.type not in STATE_EVENTS:
+            continue
+        try:
+            state = apply_event(state, ev)
+        except CkptError as exc:
+            skipped.append(SkippedEvent(ev.id, ev.seq, ev.type, exc.one_line()))
+    return state, skipped
+
+
+def read_task(store: CheckpointStore, log: EventLog, task: TaskName) -> TaskView:
+    tip = store.tip(task)
+    state = store.state_note(tip.commit) if tip is not None else None
+    events = events_since_tip(log, task, tip if state is not None else None)
+    state, skipped = replay(state, events)
+    return TaskView(state, tip, skipped)
+
+
 def current_state(
     store: CheckpointStore, log: EventLog, task: TaskName
 ) -> tuple[dict[str, JSON] | None, Checkpoint | None]:
-    tip = store.tip(task)
-    state = store.state_note(tip.commit) if tip is not None else None
-    replay = events_since_tip(log, task, tip if state is not None else None)
-    for ev in replay:
-        state = apply_event(state, ev)
-    return state, tip
+    view = read_task(store, log, task)
+    return view.state, view.tip
