@@ -45,6 +45,30 @@ def test_init_writes_policy_defaults_and_config_round_trips(repo: Path) -> None:
     assert ckpt(repo, "config", "get", "nope.key", ok=False).exit_code == 3
 
 
+def test_config_set_keeps_comments_around_a_multi_line_value(repo: Path) -> None:
+    """A value over several lines (where the hand-written editor rewrote the whole file
+    and dropped every comment) is replaced in place; the rest stays byte for byte."""
+    ckpt(repo, "init")
+    path = repo / ".agent" / "ckpt.toml"
+    with path.open("a") as fh:
+        fh.write(
+            '\n[extra]\n# the list below\nlist = [\n  "a",  # first\n  "b",\n]\n'
+            "# after the list\nkept = true  # trailing\n"
+        )
+    before = path.read_text()
+    ckpt(repo, "config", "set", "extra.list", '["c"]')
+    after = path.read_text()
+    assert tomllib.loads(after)["extra"] == {"list": ["c"], "kept": True}
+    assert "# the list below" in after and "# after the list" in after
+    assert "kept = true  # trailing" in after
+    head = before.split("[extra]")[0]
+    assert after.startswith(head)  # everything before the edited table is unchanged
+    ckpt(repo, "config", "set", "deep.nested.key", "7")
+    assert tomllib.loads(path.read_text())["deep"]["nested"]["key"] == 7
+    bad = ckpt(repo, "config", "set", "extra.kept.x", "1", ok=False)
+    assert bad.exit_code == 2 and "extra.kept.x" in bad.stderr
+
+
 def test_tick_counts_calls_from_the_log(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g")
     assert ckpt_json(repo, "tick", "t")["tier"] == "none"

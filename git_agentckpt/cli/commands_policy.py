@@ -175,9 +175,3 @@ def config_set(ctx: click.Context, key: str, value: str, as_json: bool) -> None:
         emit_json({"key": key, "value": parsed, "kept_comments": edited.kept_comments})
     else:
         click.echo(f"{key} = {json.dumps(parsed)}")
-        if not edited.kept_comments:
-            click.echo(
-                "note: the old value spanned several lines; the file was rewritten "
-                "with tomli-w, which keeps every key but not comments",
-                err=True,
-            )
