@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +31,7 @@ from git_agentckpt.model import (
     new_ulid,
     parse_trailers,
 )
+from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
 from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, STATE_NOTES, TaskName
@@ -270,16 +269,17 @@ class CheckpointStore:
         lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
         os.makedirs(lock_dir, exist_ok=True)
         with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
-            for _ in range(20):
-                made = self._create_once(
+            return retry(
+                lambda: self._create_once(
                     task, message, light, trigger, step, state, assertions, secret_paths, actor
-                )
-                if made is not None:
-                    return made
-        raise ConflictError(
-            f"checkpoint ref of {task} kept moving under another writer",
-            hint="nothing was committed; run the command again",
-        )
+                ),
+                what=f"checkpoint of {task}",
+                tries=20,
+                exhausted=lambda: ConflictError(
+                    f"checkpoint ref of {task} kept moving under another writer",
+                    hint="nothing was committed; run the command again",
+                ),
+            )
 
     def _move_ref(self, task: TaskName, commit: str, old: str | None, message: str) -> bool:
         """The compare-and-swap of the commit point. False: another writer moved the ref.
@@ -287,20 +287,26 @@ class CheckpointStore:
         A ref that is only *locked* (by a writer now, or by one that was killed) is
         waited for; `cas_ref` breaks a lock old enough to be stale.
         """
-        delay = 0.001
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            if self.repo.cas_ref(task.checkpoints_ref, commit, old, message):
+        ref = task.checkpoints_ref
+
+        def attempt() -> bool | None:
+            if self.repo.cas_ref(ref, commit, old, message):
                 return True
-            if self.repo.read_ref(task.checkpoints_ref) != old:
-                return False
-            if time.monotonic() > deadline:
-                raise ConflictError(
-                    f"{task.checkpoints_ref} stayed locked for {LOCK_WAIT_SECONDS:.0f} s",
-                    hint=f"if no git process is running, remove .git/{task.checkpoints_ref}.lock",
-                )
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 1.6, 0.1)
+            return False if self.repo.read_ref(ref) != old else None  # None: only locked
+
+        return retry(
+            attempt,
+            what=f"moving {ref}",
+            tries=None,
+            deadline_seconds=LOCK_WAIT_SECONDS,
+            first_delay=0.001,
+            max_delay=0.1,
+            exhausted=lambda: ConflictError(
+                f"{ref} stayed locked for {LOCK_WAIT_SECONDS:.0f} s",
+                hint=f"if no git process is running, run `git ckpt doctor` (or remove "
+                f".git/{ref}.lock)",
+            ),
+        )
 
     def _create_once(
         self,

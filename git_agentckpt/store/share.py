@@ -36,6 +36,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.repo import GitRepo, retry_cas
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
 from git_agentckpt.model import JSON
+from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
 from git_agentckpt.store.refs import CHECKPOINTS, EVENTS, REPORTS, TaskName
@@ -229,9 +230,13 @@ def _fast_forward_checkpoint(repo: GitRepo, ref: str, tip: str, mirror: str) -> 
 
 def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> ShareResult:
     """Fetch and merge, then push every agent ref that is not blocked, atomically."""
-    for attempt in range(1, tries + 1):
+    attempts = 0
+
+    def attempt() -> ShareResult | None:
+        nonlocal attempts
+        attempts += 1
         result = fetch(repo, log, remote)
-        result.attempts = attempt
+        result.attempts = attempts
         blocked = {r.ref for r in result.blocked}
         refs = sorted(
             r
@@ -241,9 +246,16 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
         if not refs:
             return result
         result.pushed = push_refs(repo, remote, refs)
-        if not any(p.rejected for p in result.pushed):
-            return result
-    raise ConflictError(
-        f"{remote} kept moving: {tries} pushes were refused after a fresh fetch and merge",
-        hint="nothing was lost; run `git ckpt push` again",
+        return None if any(p.rejected for p in result.pushed) else result
+
+    return retry(
+        attempt,
+        what=f"pushing to {remote}",
+        tries=tries,
+        first_delay=0.05,
+        max_delay=1.0,
+        exhausted=lambda: ConflictError(
+            f"{remote} kept moving: {tries} pushes were refused after a fresh fetch and merge",
+            hint="nothing was lost; run `git ckpt push` again",
+        ),
     )
