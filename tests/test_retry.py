@@ -32,7 +32,9 @@ def test_runs_out_of_tries_with_a_conflict_that_says_nothing_changed() -> None:
     with pytest.raises(ConflictError) as info:
         retry(attempt, what="moving refs/x", tries=4, first_delay=0)
     assert len(calls) == 4
-    assert "moving refs/x" in info.value.one_line() and "nothing was changed" in (info.value.hint or "")
+    assert "moving refs/x" in info.value.one_line() and "nothing was changed" in (
+        info.value.hint or ""
+    )
 
 
 def test_a_deadline_bounds_the_loop_and_the_caller_names_the_error() -> None:
