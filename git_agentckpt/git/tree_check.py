@@ -36,14 +36,13 @@ import stat
 import sys
 import tempfile
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from git_agentckpt.errors import CorruptError
+from git_agentckpt.errors import CorruptError, NotFound
 from git_agentckpt.git.repo import GitRepo
 
 TREE, LINK, GITLINK = 0o040000, 0o120000, 0o160000
-_FILE_MODES = (0o100644, 0o100755, 0o100664)  # 100664: written by very old git
 _MAX_LINK_HOPS = 40  # the kernel's limit (Linux MAXSYMLINKS)
 _MEMO_LIMIT = 500_000  # tree ids remembered per process before the memo starts over
 
@@ -61,12 +60,13 @@ _HFS_IGNORED: dict[int, None] = dict.fromkeys(
 @dataclass(frozen=True)
 class _Rules:
     fold: Callable[[bytes], object] | None  # the file system's name folding, None: exact names
-    entry: re.Pattern[bytes]
+    entry: re.Pattern[bytes]  # one entry of a tree object
+    whole: re.Pattern[bytes]  # a well-formed tree object
 
 
 Links = tuple[tuple[bytes, bytes], ...]  # (path relative to a tree, link target) under it
 
-# (object directory, folding) -> {tree id: the symbolic links under that tree}
+# (common git dir, folding) -> {tree id checked: the symbolic links under that tree}
 _memo: dict[tuple[str, bool], dict[str, Links]] = {}
 
 
@@ -77,7 +77,7 @@ def check_tree(repo: GitRepo, tree_id: str, dest: str, label: str) -> None:
     tree once per process, and the blob of every symbolic link.
     """
     folds = folds_case(dest)
-    rules = _Rules(_folder(folds), _entry_pattern(len(tree_id) // 2))
+    rules = _Rules(_folder(folds), *_patterns(len(tree_id) // 2))
     memo = _memo.setdefault((repo.common_dir, folds), {})
     if len(memo) > _MEMO_LIMIT:
         memo.clear()
@@ -92,7 +92,7 @@ def check_tree(repo: GitRepo, tree_id: str, dest: str, label: str) -> None:
 class _Bad(Exception):
     def __init__(self, path: bytes, reason: str) -> None:
         super().__init__(reason)
-        self.where = os.fsdecode(path) or "(root)"
+        self.where = os.fsdecode(path)
         self.reason = reason
 
 
@@ -122,65 +122,97 @@ def _walk(repo: GitRepo, root: str, rules: _Rules, memo: dict[str, Links]) -> Li
     return memo[root]
 
 
-def _entry_pattern(id_len: int) -> re.Pattern[bytes]:
-    return re.compile(rb"([0-7]+) ([^\0]*)\0(.{%d})" % id_len, re.DOTALL)
+def _patterns(id_len: int) -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    entry = rb"([0-7]+) ([^\0]*)\0(.{%d})" % id_len
+    whole = rb"(?:[0-7]+ [^\0]*\0.{%d})*" % id_len
+    return re.compile(entry, re.DOTALL), re.compile(whole, re.DOTALL)
 
 
-def _entries(data: bytes, rules: _Rules) -> Iterator[tuple[int, bytes, bytes]] | None:
-    found = rules.entry.findall(data)
-    # matches are contiguous exactly when their lengths add up to the whole object
-    if sum(len(m) + len(n) + 2 + len(i) for m, n, i in found) != len(data):
-        return None
-    return ((int(m, 8), n, i) for m, n, i in found)
+# the modes git writes, as stored; others are read by value (`040000`) or refused
+_MODES = {b"100644": 0o100644, b"100755": 0o100755, b"100664": 0o100664}
+_MODES |= {b"40000": TREE, b"120000": LINK, b"160000": GITLINK}
+_CANONICAL = {mode: raw for raw, mode in _MODES.items()}
+Entry = tuple[bytes, bytes, bytes]  # mode as stored, name, raw object id
 
 
 def _read_tree(
     repo: GitRepo, tid: str, path: bytes, rules: _Rules
 ) -> tuple[list[tuple[bytes, str]], list[tuple[bytes, bytes]]]:
     """Check the entries of one tree object; its subtrees and its symbolic links."""
-    entries = _entries(repo.read_tree_raw(tid), rules)
-    if entries is None:
-        raise _Bad(path, f"is a malformed tree object ({tid})")
-    names: dict[object, bytes] = {}
-    subtrees: list[tuple[bytes, str]] = []
-    links: list[tuple[bytes, bytes]] = []
-    for mode, name, raw_id in entries:
-        where = path + name
-        why = _bad_name(name, mode)
-        if why:
-            raise _Bad(where, why)
-        key = rules.fold(name) if rules.fold else name
-        other = names.get(key)
-        if other is not None:
-            if other == name:
-                raise _Bad(where, "appears twice in one directory")
-            raise _Bad(where, f"and {os.fsdecode(other)!r} are one name on this file system")
-        names[key] = name
-        if mode == TREE:
-            subtrees.append((name, raw_id.hex()))
-        elif mode == LINK:
-            links.append((name, _link_target(repo, raw_id.hex(), where)))
+    where = path.rstrip(b"/") or b"(root)"
+    try:
+        data = repo.read_tree_raw(tid)
+    except (CorruptError, NotFound) as exc:
+        raise _Bad(where, f"cannot be read as a tree ({exc.message})") from None
+    if not rules.whole.fullmatch(data):
+        raise _Bad(where, f"is a malformed tree object ({tid})")
+    found: list[Entry] = rules.entry.findall(data)
+    if not {m for m, _, _ in found} <= _MODES.keys():
+        found = [(_canonical_mode(m, path + n), n, i) for m, n, i in found]
+    _check_names(found, path, rules)
+    subtrees = [(n, i.hex()) for m, n, i in found if m == b"40000"]
+    links = [(n, _link_target(repo, i.hex(), path + n)) for m, n, i in found if m == b"120000"]
     return subtrees, links
 
 
-def _bad_name(name: bytes, mode: int) -> str | None:
-    if mode not in _FILE_MODES and mode not in (TREE, LINK, GITLINK):
-        return f"has an unknown file mode {mode:o}"
+def _canonical_mode(raw: bytes, where: bytes) -> bytes:
+    mode = int(raw, 8)
+    if mode not in _CANONICAL:
+        raise _Bad(where, f"has an unknown file mode {mode:o}")
+    return _CANONICAL[mode]
+
+
+def _check_names(found: list[Entry], path: bytes, rules: _Rules) -> None:
+    names = [n for _, n, _ in found]
+    keys = names if rules.fold is None else [rules.fold(n) for n in names]
+    if len(set(keys)) != len(keys):
+        seen: dict[object, bytes] = {}
+        for name, key in zip(names, keys, strict=True):
+            other = seen.get(key)
+            if other is None:
+                seen[key] = name
+            elif other == name:
+                raise _Bad(path + name, "appears twice in one directory")
+            else:
+                same = f"and {os.fsdecode(other)!r} are one name on this file system"
+                raise _Bad(path + name, same)
+    joined = b"\0".join(names)
+    if b"/" in joined:
+        name = next(n for n in names if b"/" in n)
+        raise _Bad(path + name, "holds a '/'")
+    if _suspect(joined):
+        for mode, name, _ in found:
+            if name[:1] in b".gG" or not name or not name.isascii():
+                why = _bad_name(name, mode == b"120000")
+                if why:
+                    raise _Bad(path + name, why)
+
+
+def _suspect(joined: bytes) -> bool:
+    """Might a name (NUL-separated in `joined`) be empty or an alias of .git?"""
+    if not joined.isascii():
+        return True
+    edged = b"\0" + joined + b"\0"
+    return b"\0." in edged or b"\0g" in edged or b"\0G" in edged or b"\0\0" in edged
+
+
+def _bad_name(name: bytes, is_link: bool) -> str | None:
     if name in (b"", b".", b".."):
         return "is not a file name (empty, '.' or '..')"
-    if b"/" in name:
-        return "holds a '/'"
-    if name[:1] not in b".gG" and name.isascii():
-        return None  # the fast path: no alias of .git starts otherwise
     if is_dotgit(name):
         return "is .git, or a name that a file system takes for .git"
-    if mode == LINK and is_dotgitmodules(name):
+    if is_link and is_dotgitmodules(name):
         return "is a symbolic link named .gitmodules (or a name taken for it)"
     return None
 
 
 def _link_target(repo: GitRepo, blob: str, where: bytes) -> bytes:
-    target = repo.read_blob(blob)
+    try:
+        target = repo.read_blob(blob)
+    except (CorruptError, NotFound) as exc:
+        raise _Bad(
+            where, f"is a symbolic link whose target cannot be read ({exc.message})"
+        ) from None
     if not target or b"\0" in target:
         raise _Bad(where, "is a symbolic link with an empty or NUL-holding target")
     if target.startswith(b"/"):
@@ -306,7 +338,7 @@ def _fold_case(name: bytes) -> object:
     text = os.fsdecode(name)
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFC", text).casefold()
+    return unicodedata.normalize("NFC", text).lower()
 
 
 def folds_case(directory: str) -> bool:
