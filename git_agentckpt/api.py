@@ -521,7 +521,9 @@ class Checkpointer:
         target = self.resolve(name)
         task = TaskName(target.task)
         current_tree = snapshot_tree(self.repo, self.settings.secret_paths)
-        plan = plan_restore(self.repo, current_tree, target.tree)
+        plan = plan_restore(
+            self.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
+        )
         safety: Checkpoint | None = None
         changes = plan.writes or plan.deletes
         if changes and not dry_run:

@@ -309,6 +309,16 @@ class GitRepo:
             raise CorruptError(f"object {oid} is not a blob")
         return obj.data
 
+    def read_tree_raw(self, oid: str) -> bytes:
+        """The stored body of a tree object, entries exactly as written (see `tree_check`)."""
+        try:
+            kind, data = self._repo.odb.read(oid)
+        except (KeyError, ValueError) as exc:
+            raise NotFound(f"object {oid} is not in the repository") from exc
+        if kind != pygit2.enums.ObjectType.TREE:
+            raise CorruptError(f"object {oid} is not a tree")
+        return bytes(data)
+
     def exists(self, oid: str) -> bool:
         try:
             return oid in self._repo

@@ -1,5 +1,12 @@
 """Fetch and push through real git (it speaks every transport, runs the remote's hooks).
 
+Fetches check every object received (`fetch.fsckObjects`, whatever the
+user's config says): git does not by default, and a tree with duplicate
+names, `..` or `.git` is how a shared trail would write outside the work tree
+on restore. Such an object fails the whole fetch, nothing is stored, and the
+error names the object and git's check, which the user may turn off for a
+remote they trust (`fetch.fsck.<check>=ignore`).
+
 Pushes are `--atomic`: without it git moves each ref of a push in its own
 transaction, so a checkpoint ref could land without its event log. A push
 only fast-forwards (no `+`): a remote ref that moved since we fetched makes
@@ -13,11 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.errors import OperationFailed, UsageError
+from git_agentckpt.errors import CorruptError, OperationFailed, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# git's report of an object that fails fsck: "error: object <id>: <check>: <text>"
+_FSCK_ERROR = re.compile(r"^error: object ([0-9a-f]{40,64}): (\w+): (.*)$", re.MULTILINE)
 
 
 def remote_key(repo: GitRepo, remote: str) -> str:
@@ -32,12 +41,17 @@ def remote_key(repo: GitRepo, remote: str) -> str:
 def fetch_into(repo: GitRepo, remote: str, refspecs: Sequence[tuple[str, str]]) -> None:
     """Fetch `src` refs (globs allowed) of `remote` into local `dst` refs, forced."""
     specs = [f"+{src}:{dst}" for src, dst in refspecs]
-    proc = run_git(
-        ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", remote, *specs],
-        cwd=repo.workdir,
-        check=False,
-    )
+    args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", remote, *specs]
+    proc = run_git(["-c", "fetch.fsckObjects=true", *args], cwd=repo.workdir, check=False)
     if proc.returncode != 0:
+        refused = _FSCK_ERROR.search(proc.stderr.decode("utf-8", "replace"))
+        if refused:
+            oid, check, text = refused.groups()
+            raise CorruptError(
+                f"git fetch {remote} refused object {oid} ({check}: {text}): nothing was fetched",
+                hint="the remote holds a crafted or damaged object; if you trust it, allow it "
+                f"with `git -c fetch.fsck.{check}=ignore ckpt fetch` (or push)",
+            )
         raise OperationFailed(
             f"git fetch {remote} failed: {_last_error(proc.stderr)}",
             hint="check the remote's name or URL and your access to it",

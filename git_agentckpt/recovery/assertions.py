@@ -87,7 +87,7 @@ def find_rollback(
         if ckpt.commit in skip:
             continue
         with tempfile.TemporaryDirectory(prefix="ckpt-rollback-") as scratch:
-            export_tree(store.repo, ckpt.tree, scratch)
+            export_tree(store.repo, ckpt.tree, scratch, label=f"{ckpt.id} of task {ckpt.task}")
             run = run_assertions(store, ckpt, scratch, ckpt.tree, runner)
         tried.append(run)
         if run.passed:

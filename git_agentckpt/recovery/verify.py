@@ -10,11 +10,11 @@ are missing are listed for regeneration. Source differences need a person.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from git_agentckpt.git.repo import Change, GitRepo
+from git_agentckpt.git.safe_write import SafeWriter
 from git_agentckpt.git.worktree import compare_worktree, snapshot_tree
 from git_agentckpt.globs import match_any
 from git_agentckpt.model import JSON
@@ -69,14 +69,12 @@ def verify_workspace(
     changes, current = compare_worktree(repo, expected_tree, secret_paths)
     v = classify(changes, regenerable)
     v.tree = current or ""  # empty: differs; `ensure_tree` snapshots it when needed
-    for item in v.regenerable:
-        path = item["path"]
-        if item["change"] == "deleted":
-            v.to_regenerate.append(path)
-        elif clean:
-            full = os.path.join(repo.workdir, path)
-            if os.path.lexists(full) and not os.path.isdir(full):
-                os.unlink(full)
+    with SafeWriter(repo.workdir) as writer:  # removes without following a symbolic link
+        for item in v.regenerable:
+            path = item["path"]
+            if item["change"] == "deleted":
+                v.to_regenerate.append(path)
+            elif clean and writer.remove(path, prune=False):
                 v.cleaned.append(path)
                 v.to_regenerate.append(path)
     if v.cleaned:
