@@ -16,13 +16,20 @@ from typing import Any
 import click
 
 from git_agentckpt import __version__
-from git_agentckpt.errors import CkptError, Exit
+from git_agentckpt.errors import CkptError, Exit, errno_in_text, system_refused
 
 
 def _report(ctx: click.Context, message: str, status: int) -> None:
     click.echo(f"git ckpt: error: {message}", err=True)
     if ctx.meta.get("ckpt.json"):
         click.echo(json.dumps({"error": message, "exit": status}, separators=(",", ":")))
+
+
+def _as_system_error(ctx: click.Context, exc: OSError) -> CkptError | None:
+    """Last resort for an OSError no layer translated: a full disk is not a bug either."""
+    err = exc.errno if exc.errno is not None else errno_in_text(str(exc))
+    path = exc.filename if isinstance(exc.filename, str) else None
+    return system_refused(err, path, f"git ckpt {ctx.invoked_subcommand or ''}".strip())
 
 
 # Each command's module is imported only when that command runs (or help lists it):
@@ -51,6 +58,7 @@ LAZY_COMMANDS = {
     "server": "commands_server",
     "fetch": "commands_share",
     "push": "commands_share",
+    "doctor": "commands_doctor",
 }
 
 
@@ -85,16 +93,26 @@ class CkptGroup(click.Group):
             ctx.exit(int(Exit.INTERRUPTED))
         except BrokenPipeError:
             ctx.exit(0)
+        except OSError as exc:
+            refused = _as_system_error(ctx, exc)
+            if refused is None:
+                _internal(ctx, exc)
+            else:
+                _report(ctx, refused.one_line(), int(refused.exit_status))
+                ctx.exit(int(refused.exit_status))
         except Exception as exc:
-            if os.environ.get("GIT_CKPT_DEBUG"):
-                traceback.print_exc()
-            _report(
-                ctx,
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(rerun with GIT_CKPT_DEBUG=1 and report it)",
-                int(Exit.INTERNAL),
-            )
-            ctx.exit(int(Exit.INTERNAL))
+            _internal(ctx, exc)
+
+
+def _internal(ctx: click.Context, exc: Exception) -> None:
+    if os.environ.get("GIT_CKPT_DEBUG"):
+        traceback.print_exc()
+    _report(
+        ctx,
+        f"internal error: {type(exc).__name__}: {exc} (rerun with GIT_CKPT_DEBUG=1 and report it)",
+        int(Exit.INTERNAL),
+    )
+    ctx.exit(int(Exit.INTERNAL))
 
 
 @click.group(cls=CkptGroup, context_settings={"help_option_names": ["-h", "--help"]})
