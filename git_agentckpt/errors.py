@@ -133,6 +133,9 @@ _SYSTEM: dict[int, tuple[str, str]] = {
     errno.ENOMEM: ("out of memory", "free memory and " + AGAIN),
 }
 SYSTEM_ERRNOS = frozenset(_SYSTEM)
+# Conditions of a whole file system: the message names the repository's directory, not
+# the temporary or lock file that met it first.
+FILE_SYSTEM_WIDE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
 
 
 def system_refused(err: int | None, path: str | None, doing: str) -> SystemRefused | None:
@@ -140,11 +143,20 @@ def system_refused(err: int | None, path: str | None, doing: str) -> SystemRefus
     if err not in _SYSTEM:
         return None
     what, fix = _SYSTEM[err]
+    where = shorten(path) if path else "the repository"
     return SystemRefused(
-        f"{doing}: {what.format(path=path or 'the repository')} ({os.strerror(err)})",
+        f"{doing}: {what.format(path=where)} ({errno.errorcode[err]})",
         hint=fix,
         errno=err,
     )
+
+
+def shorten(text: str, limit: int = 120) -> str:
+    """A one-line form of a long path or value: its start and end."""
+    if len(text) <= limit:
+        return text
+    keep = (limit - 1) // 2
+    return f"{text[:keep]}…{text[-keep:]} ({len(text)} characters)"
 
 
 @functools.cache

@@ -20,7 +20,13 @@ import pygit2
 from pygit2.enums import DeltaStatus, FileMode, ObjectType
 from pygit2.ffi import C
 
-from git_agentckpt.errors import ConflictError, CorruptError, NotFound, RepositoryError
+from git_agentckpt.errors import (
+    ConflictError,
+    CorruptError,
+    NotFound,
+    RepositoryError,
+    shorten,
+)
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 
@@ -129,10 +135,14 @@ class GitRepo:
     @classmethod
     def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
         start = os.path.abspath(path)
-        if not os.path.exists(start):
+        try:
+            os.stat(start)
+        except FileNotFoundError as exc:
             raise RepositoryError(
-                f"{start} does not exist", hint="pass the path of a git repository"
-            )
+                f"{shorten(start)} does not exist", hint="pass the path of a git repository"
+            ) from exc
+        except OSError as exc:
+            raise RepositoryError(f"cannot open {shorten(start)}: {exc.strerror}") from exc
         try:
             found = pygit2.discover_repository(start)
         except pygit2.GitError as exc:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 import pygit2
 from pygit2.ffi import C, ffi
 
-from git_agentckpt.errors import SystemRefused, errno_in_text, system_refused
+from git_agentckpt.errors import FILE_SYSTEM_WIDE, SystemRefused, errno_in_text, system_refused
 
 _QUOTED_PATH = re.compile(r"'(/[^']+)'")
 
@@ -61,11 +61,10 @@ def system_error(exc: BaseException, path: str, doing: str) -> SystemRefused | N
     if err is None:
         err = errno_in_text(str(exc))
     where = path
-    if isinstance(exc, OSError) and isinstance(exc.filename, str):
-        where = exc.filename
-    else:
-        quoted = _QUOTED_PATH.search(str(exc))
-        if quoted:
+    if err not in FILE_SYSTEM_WIDE:
+        if isinstance(exc, OSError) and isinstance(exc.filename, str):
+            where = exc.filename
+        elif quoted := _QUOTED_PATH.search(str(exc)):
             where = quoted.group(1)
     return system_refused(err, where, doing)
 
@@ -97,4 +96,6 @@ def git_failure(
     if err is None and local:
         err = probe(path)
     quoted = _QUOTED_PATH.search(text)
-    return system_refused(err, quoted.group(1) if quoted else path, doing)
+    if quoted and err not in FILE_SYSTEM_WIDE:
+        path = quoted.group(1)
+    return system_refused(err, path, doing)

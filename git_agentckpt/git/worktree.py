@@ -41,7 +41,9 @@ def agent_dir(repo: GitRepo) -> str:
 @contextmanager
 def locked(path: str) -> Iterator[None]:
     """An exclusive flock on `path` (released by the kernel if we are killed)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with translated("cannot take a lock", path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
