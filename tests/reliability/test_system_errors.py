@@ -56,16 +56,22 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def fill(disk: Path) -> Path:
-    """Write one file until the disk is full; return it (delete it to free the space)."""
+def fill(disk: Path, leave: int = 0) -> Path:
+    """Write one file until the disk is full but `leave` bytes; return it."""
     filler = disk / "filler"
+    st = os.statvfs(disk)
+    target = max(0, st.f_bavail * st.f_frsize - leave)
     with open(filler, "wb") as fh:
         try:
-            while True:
-                fh.write(b"\0" * (1 << 16))
+            while target > 0 or not leave:
+                chunk = min(1 << 16, target) if leave else 1 << 16
+                fh.write(b"\0" * chunk)
                 fh.flush()
+                target -= chunk
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
+    if leave:
+        return filler
     for n in range(1000):  # small files take the last blocks and some inodes
         try:
             (disk / f"filler.{n}").write_bytes(b"\0" * 512)
@@ -295,3 +301,28 @@ def test_cas_ref_tells_races_and_failures_apart(repo: Path) -> None:
     with pytest.raises(CorruptError, match="not stored"):
         gr.cas_ref(ref, missing, other, "missing")
     assert gr.read_ref(ref) == other
+
+
+def test_space_for_the_event_but_not_for_the_snapshot(small_disk: Path) -> None:
+    """`step done` logs step.end, then its checkpoint fails to write: an unfinished
+    completion (design section 1); the same command, run again, completes the step."""
+    repo = make_repo(small_disk / "repo")
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
+    ckpt(repo, "step", "start", "t", "s1")
+    (repo / "result.bin").write_bytes(os.urandom(1 << 20))  # needs ~1 MiB in objects/
+    before = snapshot(repo)
+    filler = fill(small_disk, leave=64 << 10)  # room for the event, not for the result
+    assert_refused(repo, ["step", "done", "t", "s1"], "is full")
+    assert snapshot(repo)[1] == before[1] + 1  # step.end was logged
+    state = json.loads(ckpt(repo, "task", "show", "t", "--json").stdout)
+    assert state["steps"][0]["status"] != "done"
+    refs_now = snapshot(repo)[0].splitlines()
+    assert [r for r in refs_now if "checkpoints" in r] == [
+        r for r in before[0].splitlines() if "checkpoints" in r
+    ]
+    filler.unlink()
+    free(small_disk)
+    ckpt(repo, "step", "done", "t", "s1")
+    state = json.loads(ckpt(repo, "task", "show", "t", "--json").stdout)
+    assert state["steps"][0]["status"] == "done"
+    assert git(repo, "cat-file", "-t", "refs/agent/checkpoints/t:result.bin") == "blob"
