@@ -109,8 +109,9 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
         refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
         if refused is not None:
             return refused
-        remote_lines = [x for x in error_lines(stderr) if x.startswith("remote:")]
-        detail = remote_lines[0] if remote_lines else _last_error(stderr)
+        said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
+        remote_errors = [x for x in said if "error" in x or "fatal" in x]
+        detail = remote_errors[0] if remote_errors else _last_error(stderr)
         return OperationFailed(
             f"git push {remote} failed: the remote could not store the objects ({detail})",
             hint="check the remote's disk and permissions; nothing was lost here",
