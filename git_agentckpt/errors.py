@@ -7,6 +7,10 @@ translated into these at the edge of the git layer.
 
 from __future__ import annotations
 
+import errno
+import functools
+import os
+import re
 from enum import IntEnum
 
 
@@ -20,6 +24,7 @@ class Exit(IntEnum):
     REPOSITORY = 4  # not a git repository, bare repository, git missing
     CONFLICT = 5  # a concurrent writer kept winning; nothing was changed
     CORRUPT = 6  # stored data is malformed, of an unknown version, or fails a rehash
+    SYSTEM = 7  # the system refused: disk full, read-only, no permission, path too long
     NEEDS_PERSON = 10  # resume: source drift, a person must decide
     ASSERTIONS_FAILED = 11  # resume: assertions fail and no rollback is possible
     BAD_RESTATEMENT = 12  # confirm: the restatement does not match the state
@@ -82,3 +87,89 @@ class RecoveringError(CkptError):
 
 class OperationFailed(CkptError):
     exit_status = Exit.FAILED
+
+
+class LockedError(ConflictError):
+    """A lock file left in the git directory blocks an update (a live writer, or a killed one)."""
+
+
+class SystemRefused(CkptError):
+    """The operating system refused a read or write (`errno`): the user fixes the machine."""
+
+    exit_status = Exit.SYSTEM
+
+    def __init__(self, message: str, *, hint: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.errno = errno
+
+
+AGAIN = "run the command again; what was recorded before is intact"
+
+# errno -> (what happened to PATH, what to do). Only errors the user fixes on the machine;
+# everything else stays what it was (a RepositoryError, or a bug).
+_SYSTEM: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("the disk holding {path} is full", "free space and " + AGAIN),
+    errno.EDQUOT: ("the disk quota for {path} is used up", "free space and " + AGAIN),
+    errno.EROFS: (
+        "{path} is on a read-only file system",
+        "remount it read-write (or run where the repository is writable) and " + AGAIN,
+    ),
+    errno.EACCES: (
+        "permission denied on {path}",
+        "give your user write access to it (ls -l shows the owner) and " + AGAIN,
+    ),
+    errno.EPERM: (
+        "operation not permitted on {path}",
+        "check its owner and attributes (ls -l, lsattr) and " + AGAIN,
+    ),
+    errno.ENAMETOOLONG: (
+        "a path is too long for the file system: {path}",
+        "use shorter file or directory names",
+    ),
+    errno.EMFILE: ("too many open files in this process", "raise `ulimit -n` and " + AGAIN),
+    errno.ENFILE: ("too many open files on this machine", "close other programs and " + AGAIN),
+    errno.EIO: ("input/output error on {path}", "check the disk (dmesg) and " + AGAIN),
+    errno.EFBIG: ("a file is too large for the file system holding {path}", AGAIN),
+    errno.ENOMEM: ("out of memory", "free memory and " + AGAIN),
+}
+SYSTEM_ERRNOS = frozenset(_SYSTEM)
+# Conditions of a whole file system: the message names the repository's directory, not
+# the temporary or lock file that met it first.
+FILE_SYSTEM_WIDE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+
+
+def system_refused(err: int | None, path: str | None, doing: str) -> SystemRefused | None:
+    """The error to report for a system refusal `err` while `doing` (None: not one)."""
+    if err not in _SYSTEM:
+        return None
+    what, fix = _SYSTEM[err]
+    where = shorten(path) if path else "the repository"
+    return SystemRefused(
+        f"{doing}: {what.format(path=where)} ({errno.errorcode[err]})",
+        hint=fix,
+        errno=err,
+    )
+
+
+def shorten(text: str, limit: int = 120) -> str:
+    """A one-line form of a long path or value: its start and end."""
+    if len(text) <= limit:
+        return text
+    keep = (limit - 1) // 2
+    return f"{text[:keep]}…{text[-keep:]} ({len(text)} characters)"
+
+
+@functools.cache
+def _strerror_pattern() -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(os.strerror(e)) for e in _SYSTEM)
+    return re.compile(rf": ({alternatives})\.?\s*$", re.MULTILINE)
+
+
+def errno_in_text(text: str) -> int | None:
+    """The system error that ends a line of `text` as `…: <strerror>` (libgit2 and git end
+    their messages so, but hand back no errno), or None. "Permission denied (publickey)"
+    from ssh is not a file-system error and does not match."""
+    found = _strerror_pattern().search(text)
+    if found is None:
+        return None
+    return next(e for e in _SYSTEM if os.strerror(e) == found.group(1))

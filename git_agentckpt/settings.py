@@ -90,6 +90,12 @@ def load_settings(workdir: str) -> Settings:
         return Settings()
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{SETTINGS_PATH}: {exc}", hint="fix the TOML syntax") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{SETTINGS_PATH}: not valid UTF-8 (at byte {exc.start})", hint="convert it to UTF-8"
+        ) from exc
+    except RecursionError as exc:
+        raise UsageError(f"{SETTINGS_PATH}: nested too deeply") from exc
     return settings_from_doc(raw)
 
 

@@ -122,17 +122,10 @@ def create(ctx: click.Context, /, **kw: Any) -> None:
 
 
 def _load_assertions_file(ctx: click.Context, name: str) -> list[Any]:
-    import os
-
-    from git_agentckpt.cli.common import root_path
+    from git_agentckpt.cli.common import read_input_text
     from git_agentckpt.contracts.schema import load_assertions_text
 
-    path = os.path.join(root_path(ctx), name)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise BadStateError(f"cannot read assertions file {name!r}: {exc.strerror}") from exc
+    text, _ = read_input_text(name, "assertions", ctx)
     return [a.to_json() for a in load_assertions_text(text, name)]
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from git_agentckpt.cli.common import open_ckpt, root_path
+from git_agentckpt.cli.common import open_ckpt, read_input_text
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import UsageError
@@ -132,16 +130,8 @@ def confirm(
     from git_agentckpt.recovery.flow import confirm as run_confirm
 
     text = None
-    if restatement == "-":
-        text = sys.stdin.read()
-    elif restatement is not None:
-        import os
-
-        try:
-            with open(os.path.join(root_path(ctx), restatement), encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read restatement {restatement!r}: {exc.strerror}") from exc
+    if restatement is not None:
+        text, _ = read_input_text(restatement, "restatement", ctx)
     status, verdict, result = run_confirm(open_ckpt(ctx), task, text, by_human)
     if as_json:
         emit_json({**result, "exit": int(status), "task": task})

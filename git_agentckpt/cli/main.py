@@ -6,6 +6,7 @@ traceback reaches the user unless GIT_CKPT_DEBUG=1.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -16,7 +17,15 @@ from typing import Any
 import click
 
 from git_agentckpt import __version__
-from git_agentckpt.errors import CkptError, Exit
+from git_agentckpt.errors import (
+    FILE_SYSTEM_WIDE,
+    CkptError,
+    Exit,
+    UsageError,
+    errno_in_text,
+    shorten,
+    system_refused,
+)
 
 
 def _report(ctx: click.Context, message: str, status: int) -> None:
@@ -33,6 +42,25 @@ def _print_warnings(ctx: click.Context) -> None:
             if line not in seen:
                 seen.add(line)
                 click.echo(f"git ckpt: warning: {line}", err=True)
+
+
+def _not_utf8(text: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+
+def _git_dir_of(path: str) -> str:
+    """`/x/.git` for a path inside a `.git` directory, else the path itself."""
+    head, sep, _ = path.partition("/.git/")
+    return head + "/.git" if sep else path
+
+
+def _as_system_error(ctx: click.Context, exc: OSError) -> CkptError | None:
+    """Last resort for an OSError no layer translated: a full disk is not a bug either."""
+    err = exc.errno if exc.errno is not None else errno_in_text(str(exc))
+    path = exc.filename if isinstance(exc.filename, str) else None
+    if path and err in FILE_SYSTEM_WIDE:  # the repository's directory, not a lock file in it
+        path = _git_dir_of(path)
+    return system_refused(err, path, f"git ckpt {ctx.invoked_subcommand or ''}".strip())
 
 
 # Each command's module is imported only when that command runs (or help lists it):
@@ -61,6 +89,7 @@ LAZY_COMMANDS = {
     "server": "commands_server",
     "fetch": "commands_share",
     "push": "commands_share",
+    "doctor": "commands_doctor",
 }
 
 
@@ -80,6 +109,15 @@ class CkptGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["ckpt.json"] = "--json" in args
+        for before, arg in zip(["", *args], args, strict=False):
+            # Python hands bytes of argv that are not UTF-8 over as lone surrogates: text
+            # (a goal, a message, JSON) is stored as UTF-8 and cannot hold them; a path can.
+            if _not_utf8(arg) and before != "-C" and not os.path.lexists(arg):
+                raise click.UsageError(
+                    f"the argument {shorten(arg)!r} is not valid UTF-8: "
+                    "git ckpt stores text as UTF-8; convert it (e.g. with iconv)",
+                    ctx,
+                )
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -101,16 +139,26 @@ class CkptGroup(click.Group):
             ctx.exit(int(Exit.INTERRUPTED))
         except BrokenPipeError:
             ctx.exit(0)
+        except OSError as exc:
+            refused = _as_system_error(ctx, exc)
+            if refused is None:
+                _internal(ctx, exc)
+            else:
+                _report(ctx, refused.one_line(), int(refused.exit_status))
+                ctx.exit(int(refused.exit_status))
         except Exception as exc:
-            if os.environ.get("GIT_CKPT_DEBUG"):
-                traceback.print_exc()
-            _report(
-                ctx,
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(rerun with GIT_CKPT_DEBUG=1 and report it)",
-                int(Exit.INTERNAL),
-            )
-            ctx.exit(int(Exit.INTERNAL))
+            _internal(ctx, exc)
+
+
+def _internal(ctx: click.Context, exc: Exception) -> None:
+    if os.environ.get("GIT_CKPT_DEBUG"):
+        traceback.print_exc()
+    _report(
+        ctx,
+        f"internal error: {type(exc).__name__}: {exc} (rerun with GIT_CKPT_DEBUG=1 and report it)",
+        int(Exit.INTERNAL),
+    )
+    ctx.exit(int(Exit.INTERNAL))
 
 
 @click.group(cls=CkptGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,6 +180,15 @@ def cli(ctx: click.Context, repo_path: str) -> None:
     refs/notes/agent/state, events in refs/agent/events/<task>. Your index,
     HEAD, branches and stash are never touched. See `man git-ckpt`.
     """
+    if repo_path != ".":
+        try:
+            os.stat(repo_path)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                raise UsageError(
+                    f"-C {shorten(repo_path)}: the path is too long for the file system",
+                    hint="pass a shorter path (cd part of the way first)",
+                ) from exc
     ctx.obj = repo_path
 
 

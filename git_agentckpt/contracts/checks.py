@@ -186,10 +186,13 @@ def _read_capped(ctx: CheckContext, rel: str) -> bytes:
 def _file_exists(params: Mapping[str, object], ctx: CheckContext) -> CheckResult:
     rel = _str(params, "file")
     path = _resolve(ctx, rel)
-    if path.is_dir():
-        return CheckResult("pass", f"{rel} exists (a directory)")
-    if path.exists():
-        return CheckResult("pass", f"{rel} exists")
+    try:  # is_dir() and exists() raise on e.g. ENAMETOOLONG, EACCES (Python 3.11)
+        if path.is_dir():
+            return CheckResult("pass", f"{rel} exists (a directory)")
+        if path.exists():
+            return CheckResult("pass", f"{rel} exists")
+    except OSError as exc:
+        _error(f"{rel}: cannot check: {exc.strerror or exc}")
     _fail(f"{rel}: file not found")
 
 

@@ -14,13 +14,21 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import pygit2
-from pygit2.enums import DeltaStatus, FileMode
+from pygit2.enums import DeltaStatus, FileMode, ObjectType
+from pygit2.ffi import C
 
-from git_agentckpt.errors import ConflictError, CorruptError, NotFound, RepositoryError
+from git_agentckpt.errors import (
+    ConflictError,
+    CorruptError,
+    NotFound,
+    RepositoryError,
+    shorten,
+)
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
+from git_agentckpt.git.syserr import last_error_class, system_error, translated
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 STALE_LOCK_SECONDS = 5.0
@@ -127,10 +135,14 @@ class GitRepo:
     @classmethod
     def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
         start = os.path.abspath(path)
-        if not os.path.exists(start):
+        try:
+            os.stat(start)
+        except FileNotFoundError as exc:
             raise RepositoryError(
-                f"{start} does not exist", hint="pass the path of a git repository"
-            )
+                f"{shorten(start)} does not exist", hint="pass the path of a git repository"
+            ) from exc
+        except OSError as exc:
+            raise RepositoryError(f"cannot open {shorten(start)}: {exc.strerror}") from exc
         try:
             found = pygit2.discover_repository(start)
         except pygit2.GitError as exc:
@@ -206,13 +218,32 @@ class GitRepo:
         except pygit2.AlreadyExistsError:
             return False
         except (pygit2.GitError, OSError) as exc:
-            text = str(exc).lower()
-            if "lock" in text:
-                self._break_stale_lock(name)
-                return False
-            if "does not match" in text or "changed" in text or "exists" in text:
-                return False
-            raise RepositoryError(f"cannot update {name}: {exc}") from exc
+            return self._set_target_failed(name, new, old, exc, last_error_class())
+
+    def _set_target_failed(self, name: str, new: str, old: str, exc: Exception, klass: int) -> bool:
+        """Why `set_target` failed: a lost race (False: read again and retry) or an error.
+
+        pygit2 keeps libgit2's error class but drops its code, so the cases are told
+        apart by the class, not by the message text: GIT_EMODIFIED (class REFERENCE:
+        the ref is no longer `old`) and GIT_ELOCKED (class OS: another writer holds
+        `<ref>.lock`) are lost races; an OS-class error naming a system errno is a
+        system refusal. (REFERENCE is also the class of "target OID doesn't exist":
+        that one is told by looking for the object.)
+        """
+        refused = system_error(exc, self.common_dir, f"cannot update {name}")
+        if refused is not None:
+            raise refused from exc
+        if klass == C.GIT_ERROR_REFERENCE:
+            if not self.exists(new):
+                raise CorruptError(
+                    f"cannot move {name} from {old[:12]}: its new value {new} is not stored",
+                    hint="run the command again; if it fails again, run `git fsck`",
+                ) from exc
+            return False
+        if klass == C.GIT_ERROR_OS:
+            self._break_stale_lock(name)
+            return False
+        raise RepositoryError(f"cannot update {name}: {exc}") from exc
 
     def _create_ref(self, name: str, new: str) -> bool:
         """Create `name` at `new` only if it does not exist: git's own lock protocol.
@@ -233,7 +264,7 @@ class GitRepo:
             self._break_stale_lock(name)
             return False
         except OSError as exc:
-            raise RepositoryError(f"cannot create {name}: {exc.strerror}") from exc
+            raise self._ref_error(name, exc) from exc
         renamed = False
         try:
             if os.path.isdir(path):
@@ -250,13 +281,17 @@ class GitRepo:
             renamed = True
             return True
         except OSError as exc:
-            raise RepositoryError(f"cannot create {name}: {exc.strerror}") from exc
+            raise self._ref_error(name, exc) from exc
         finally:
             if fd >= 0:
                 os.close(fd)
             if not renamed:
                 with contextlib.suppress(OSError):
                     os.unlink(lock)
+
+    def _ref_error(self, name: str, exc: OSError) -> Exception:
+        refused = system_error(exc, exc.filename or self.common_dir, f"cannot create {name}")
+        return refused or RepositoryError(f"cannot create {name}: {exc.strerror}")
 
     def _packed_ref(self, name: str) -> bool:
         """Whether `packed-refs` holds `name`."""
@@ -293,15 +328,22 @@ class GitRepo:
 
     # -- objects ------------------------------------------------------------
 
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Object writes: a full disk, read-only store or permission is a SystemRefused."""
+        objects = os.path.join(self.common_dir, "objects")
+        return translated("cannot write to the object store", objects)
+
     def empty_tree(self) -> str:
         """The empty tree, written to the object store (git fsck wants it stored)."""
         if not self._empty_tree_written:
-            self._repo.TreeBuilder().write()
+            with self._writing():
+                self._repo.TreeBuilder().write()
             self._empty_tree_written = True
         return EMPTY_TREE
 
     def write_blob(self, data: bytes) -> str:
-        return str(self._repo.create_blob(data))
+        with self._writing():
+            return str(self._repo.create_blob(data))
 
     def read_blob(self, oid: str) -> bytes:
         obj = self._lookup(oid)
@@ -355,7 +397,8 @@ class GitRepo:
                     builder.remove(name)
             else:
                 builder.insert(name, pygit2.Oid(hex=oid), mode)
-        return str(builder.write())
+        with self._writing():
+            return str(builder.write())
 
     def tree_entries(self, tree_id: str) -> dict[str, tuple[str, int]]:
         """The direct entries of one tree: {name: (oid, mode)}."""
@@ -399,11 +442,18 @@ class GitRepo:
         message: str,
     ) -> str:
         sig = self.signature()
-        return str(
-            self._repo.create_commit(
-                None, sig, sig, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
-            )
+        # Not `create_commit`: when the object write fails (seen on a full disk) libgit2's
+        # git_commit_create still returns success and the id of an object it never
+        # stored; the ref move then failed with "target OID ... doesn't exist". The
+        # same bytes written through the object database report the failure.
+        raw = cast(  # pygit2's stub says Oid: it returns the commit object's text
+            str,
+            self._repo.create_commit_string(
+                sig, sig, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
+            ),
         )
+        with self._writing():
+            return str(self._repo.odb.write(ObjectType.COMMIT, raw))
 
     def signature(self) -> pygit2.Signature:
         try:

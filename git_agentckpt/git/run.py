@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 
 from git_agentckpt.errors import OperationFailed, RepositoryError
+from git_agentckpt.git.syserr import git_failure
 
 # Variables that point git at a repository, index or object store.
 _REPO_VARS = (
@@ -63,7 +64,23 @@ def run_git(
     except FileNotFoundError as exc:
         raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
     if check and proc.returncode != 0:
+        refused = git_failure(proc.stderr, cwd, f"git {subcommand(args)} failed")
+        if refused is not None:
+            raise refused
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = msg[-1] if msg else f"exit {proc.returncode}"
-        raise OperationFailed(f"git {args[0]} failed: {first}")
+        raise OperationFailed(f"git {subcommand(args)} failed: {first}")
     return proc
+
+
+def subcommand(args: Sequence[str]) -> str:
+    """The git command in `args`, past global options (`-c x=y`, `--git-dir DIR`)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C", "--git-dir", "--work-tree"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return args[0] if args else "git"

@@ -16,17 +16,25 @@ git refuse the whole push, which is the compare-and-swap of the remote side.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.errors import CorruptError, OperationFailed, UsageError
+from git_agentckpt.errors import CkptError, CorruptError, LockedError, OperationFailed, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
+from git_agentckpt.git.syserr import git_failure
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # git's report of an object that fails fsck: "error: object <id>: <check>: <text>"
 _FSCK_ERROR = re.compile(r"^error: object ([0-9a-f]{40,64}): (\w+): (.*)$", re.MULTILINE)
+# git's lockfile.c: "Unable to create '<path>.lock': File exists." (a remote's lines
+# come prefixed with "remote: ")
+_LOCK_EXISTS = re.compile(r"^(remote: )?.*Unable to create '([^']+\.lock)': File exists", re.M)
+_UNPACK_FAILED = ("remote unpack failed", "(unpacker error)")
+URL_HINT = "check the remote's name or URL and your access to it"
 
 
 def remote_key(repo: GitRepo, remote: str) -> str:
@@ -44,18 +52,33 @@ def fetch_into(repo: GitRepo, remote: str, refspecs: Sequence[tuple[str, str]]) 
     args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", remote, *specs]
     proc = run_git(["-c", "fetch.fsckObjects=true", *args], cwd=repo.workdir, check=False)
     if proc.returncode != 0:
-        refused = _FSCK_ERROR.search(proc.stderr.decode("utf-8", "replace"))
-        if refused:
-            oid, check, text = refused.groups()
-            raise CorruptError(
-                f"git fetch {remote} refused object {oid} ({check}: {text}): nothing was fetched",
-                hint="the remote holds a crafted or damaged object; if you trust it, allow it "
-                f"with `git -c fetch.fsck.{check}=ignore ckpt fetch` (or push)",
-            )
-        raise OperationFailed(
-            f"git fetch {remote} failed: {_last_error(proc.stderr)}",
-            hint="check the remote's name or URL and your access to it",
+        raise _fetch_error(repo, remote, proc.stderr)
+
+
+def _fetch_error(repo: GitRepo, remote: str, stderr: bytes) -> CkptError:
+    """Why `git fetch` failed: a crafted object, a lock left here, the local disk, or the
+    remote itself."""
+    text = stderr.decode("utf-8", "replace")
+    refused_object = _FSCK_ERROR.search(text)
+    if refused_object:
+        oid, check, why = refused_object.groups()
+        return CorruptError(
+            f"git fetch {remote} refused object {oid} ({check}: {why}): nothing was fetched",
+            hint="the remote holds a crafted or damaged object; if you trust it, allow it "
+            f"with `git -c fetch.fsck.{check}=ignore ckpt fetch` (or push)",
         )
+    lock = _LOCK_EXISTS.search(text)
+    if lock and not lock.group(1):
+        return LockedError(
+            f"git fetch {remote} failed: {os.path.normpath(lock.group(2))} exists "
+            "(a git command holds it, or a killed one left it)",
+            hint="if no git command runs here, `git ckpt doctor` removes stale locks; "
+            "then run the command again",
+        )
+    refused = git_failure(stderr, repo.git_dir, f"git fetch {remote} failed")
+    if refused is not None:
+        return refused
+    return OperationFailed(f"git fetch {remote} failed: {_last_error(stderr)}", hint=URL_HINT)
 
 
 @dataclass(frozen=True)
@@ -81,12 +104,55 @@ def push_refs(repo: GitRepo, remote: str, refs: Sequence[str]) -> list[PushedRef
         parts = line.split("\t")
         if len(parts) >= 3 and len(parts[0]) == 1 and ":" in parts[1]:
             out.append(PushedRef(parts[1].split(":", 1)[1], parts[0], parts[2]))
-    if proc.returncode != 0 and not any(p.rejected for p in out):
-        raise OperationFailed(
-            f"git push {remote} failed: {_last_error(proc.stderr)}",
-            hint="check the remote's name or URL and your access to it",
-        )
+    if proc.returncode != 0:
+        error = _push_error(remote, proc.stderr, out)
+        if error is not None:
+            raise error
     return out
+
+
+def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptError | None:
+    """Why `git push` failed, or None when refs were only refused as a lost race (the
+    caller fetches, merges and pushes again).
+
+    A remote that cannot store the objects (its disk is full: "unpacker error") will
+    not take them on a retry either. A lock on the remote is a race when a push is
+    running there, so it is retried; named here only when the lock is a file on this
+    machine that has not changed for a while (a remote given as a path).
+    """
+    text = stderr.decode("utf-8", "replace")
+    if any(s in text for s in _UNPACK_FAILED) or any("unpacker error" in p.summary for p in pushed):
+        refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
+        if refused is not None:
+            return refused
+        said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
+        remote_errors = [x for x in said if "error" in x or "fatal" in x]
+        detail = remote_errors[0] if remote_errors else _last_error(stderr)
+        return OperationFailed(
+            f"git push {remote} failed: the remote could not store the objects ({detail})",
+            hint="check the remote's disk and permissions; nothing was lost here",
+        )
+    lock = _LOCK_EXISTS.search(text)
+    if lock and _stale_file(lock.group(2)):
+        return LockedError(
+            f"git push {remote} failed: the remote's lock {os.path.normpath(lock.group(2))} "
+            "exists and has not changed for a minute (a killed git left it?)",
+            hint="if no git command runs in that repository, `git ckpt -C <it> doctor` "
+            "removes stale locks; then run the command again",
+        )
+    if any(p.rejected for p in pushed):
+        return None
+    refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
+    return refused or OperationFailed(
+        f"git push {remote} failed: {_last_error(stderr)}", hint=URL_HINT
+    )
+
+
+def _stale_file(path: str, seconds: float = 60.0) -> bool:
+    try:
+        return time.time() - os.stat(path).st_mtime > seconds
+    except OSError:
+        return False
 
 
 def _last_error(stderr: bytes) -> str:

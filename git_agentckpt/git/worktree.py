@@ -11,6 +11,7 @@ above the size cap are left out and pinned instead (`large.py`).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -24,6 +25,7 @@ from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
 from git_agentckpt.git.shadow import shadow_git_dir
+from git_agentckpt.git.syserr import git_failure, translated
 
 GITLINK = 0o160000
 _EMPTY_NESTED = re.compile(r"error: '(.+?)' does not have a commit checked out")
@@ -39,7 +41,9 @@ def agent_dir(repo: GitRepo) -> str:
 @contextmanager
 def locked(path: str) -> Iterator[None]:
     """An exclusive flock on `path` (released by the kernel if we are killed)."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with translated("cannot take a lock", path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -106,6 +110,13 @@ def compare_worktree(
     is settled by hashing that one file. When the working tree differs, the
     caller snapshots it with `snapshot_tree` if it needs the tree.
     """
+    with translated("cannot compare the working tree", repo.git_dir):
+        return _compare_worktree(repo, expected_tree, secret_paths)
+
+
+def _compare_worktree(
+    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
+) -> tuple[list[Change], str | None]:
     base = agent_dir(repo)
     status_args = [
         "status",
@@ -288,7 +299,14 @@ def snapshot_and_changes(
     The paths come from a diff of `base_tree` against the tree just written, which
     skips every subtree the two share: no walk of unchanged directories.
     """
-    base = agent_dir(repo)
+    with translated("cannot snapshot the working tree", repo.git_dir):
+        base = agent_dir(repo)
+        return _snapshot_locked(repo, base, secret_paths, base_tree)
+
+
+def _snapshot_locked(
+    repo: GitRepo, base: str, secret_paths: Sequence[str], base_tree: str | None
+) -> tuple[str, frozenset[str]]:
     with locked(os.path.join(base, "index.flock")):
         try:
             return _add_and_write(repo, secret_paths, base_tree)
@@ -314,6 +332,7 @@ def _add_and_write(
         skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
         proc = run_git([*config, *add, "--", ".", *skip], cwd=repo.workdir, env=env, check=False)
     if proc.returncode != 0:
+        _raise_if_refused(repo, proc.stderr)
         errors = error_lines(proc.stderr)
         raise OperationFailed(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
@@ -326,6 +345,18 @@ def _add_and_write(
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
     return tree, changed
+
+
+def _raise_if_refused(repo: GitRepo, stderr: bytes) -> None:
+    """A full disk or read-only git dir stops `git add`: that is a SystemRefused. A file
+    of the working tree that git may not read stays an OperationFailed naming it."""
+    refused = git_failure(stderr, repo.git_dir, "cannot snapshot the working tree")
+    if refused is None:
+        return
+    about_git_dir = b"insufficient permission" in stderr or os.fsencode(repo.git_dir) in stderr
+    if refused.errno in (errno.EACCES, errno.EPERM) and not about_git_dir:
+        return
+    raise refused
 
 
 def _leave_out_large(
