@@ -339,7 +339,7 @@ def _store(
         ck.repo,
         task,
         str(report["id"]),
-        report_files(report, brief.markdown if brief else None),
+        report_files(report, brief.markdown if brief else None, ck.log.redactor),
         f"report {report['id']}: {report.get('outcome')}\n",
     )
     ck.log.append(task, events)
@@ -417,10 +417,9 @@ def confirm(
             report.pop("files", None)
             report.pop("path", None)
             report["confirmation"] = result
-            files = report_files(report, None)
-            files["restatement.md"] = ck.log.redactor.text(
-                restatement or "(approved by a person)"
-            ).encode()
+            files = report_files(
+                report, None, ck.log.redactor, restatement or "(approved by a person)"
+            )
             save_report(
                 ck.repo,
                 task,
