@@ -11,6 +11,13 @@ An entry HEAD does not have (a secret staged but never committed, or one
 added before its pattern was in `secret_paths`) is removed instead: the
 snapshot leaves it out.
 
+A `.gitignore` that re-includes a secret path (`!.env`) outranks the private
+excludes, so `git add` reads such an untracked file (its blob lands in the
+local object store, referenced by nothing, and `git gc` drops it): `add` is
+run with `--verbose`, and each path it added that matches is taken back out
+of the private index before the tree is written (`catch_added`), so no
+snapshot refers to it and no push sends it.
+
 Cost: the matching entries are listed with `git ls-files -ci` only when the
 private index is new or `secret_paths` changed; when HEAD moves, the paths
 that changed between the two HEAD trees are checked; otherwise (nearly
@@ -23,15 +30,17 @@ else.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import EMPTY_TREE, GitRepo
 from git_agentckpt.git.run import run_git
-from git_agentckpt.globs import match_excluded
+from git_agentckpt.globs import compile_glob, match_excluded
 
 _STAMP = "secrets.json"
 _EXCLUDE = "secret-exclude"
@@ -149,3 +158,34 @@ def _unpin(repo: GitRepo, env: Mapping[str, str], paths: set[str]) -> None:
             env=env,
             input=b"".join(p + b"\0" for p in present),
         )
+
+
+@functools.lru_cache(maxsize=8)
+def _any_secret(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex that matches every path `match_excluded(patterns, path)` accepts (and
+    a few more: negations are ignored); a cheap first test before the exact one."""
+    alts = [compile_glob(p).pattern for p in patterns if p and not p.startswith("!")]
+    return re.compile("(?:" + "|".join(alts or ["(?!)"]) + r")(?:/.*)?\Z", re.DOTALL)
+
+
+def catch_added(
+    repo: GitRepo,
+    base: str,
+    env: Mapping[str, str],
+    secret_paths: Sequence[str],
+    added: Sequence[str],
+) -> set[str]:
+    """Take back out of the private index every path `add` just added that matches
+    `secret_paths` (a `.gitignore` re-included it): HEAD's blob, or nothing. Returns them."""
+    quick = _any_secret(tuple(secret_paths))
+    hits = {p for p in added if quick.match(p) and match_excluded(secret_paths, p)}
+    if not hits:
+        return hits
+    head = repo.head()
+    kept = _set_to_head(repo, env, repo.read_commit(head).tree if head else None, hits)
+    stamp = _load(base)
+    before = stamp.get("paths")
+    if kept and isinstance(before, list):
+        stamp["paths"] = sorted({*(p for p in before if isinstance(p, str)), *kept})
+        write_if_changed(os.path.join(base, _STAMP), json.dumps(stamp, sort_keys=True).encode())
+    return hits

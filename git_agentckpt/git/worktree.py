@@ -24,7 +24,7 @@ from git_agentckpt.git import large
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
-from git_agentckpt.git.secret_files import pin_secret_entries
+from git_agentckpt.git.secret_files import catch_added, pin_secret_entries
 from git_agentckpt.git.shadow import shadow_git_dir
 
 GITLINK = 0o160000
@@ -310,7 +310,7 @@ def _add_and_write(
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config = _prepare_index(repo, secret_paths)
-    add = ["add", "-A", "--verbose"] if repo.max_file_size else ["add", "-A"]
+    add = ["add", "-A", "--verbose"]  # the paths it added: secret and large files go back
     proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
@@ -323,8 +323,10 @@ def _add_and_write(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
             hint="fix the path git names, or add it to .gitignore",
         )
+    added = large.added_paths(proc.stdout)
+    secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
     if repo.max_file_size:
-        _leave_out_large(repo, env, secret_paths, large.added_paths(proc.stdout))
+        _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process

@@ -475,3 +475,78 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     assert leaks(stores(repo, remote), tags) == []
     assert leaks({"remote": _objects(remote)}, {"staged .env.local": "30"}) == []
     assert staged  # (the local store holds it: the user's own `git add` wrote it)
+
+
+def test_pins_follow_head_untracking_and_gitignore_reincludes(
+    repo: Path, tmp_path: Path, secret_env: None
+) -> None:
+    remote = bare_remote(tmp_path)
+    write(repo / ".env", "V=1\n")
+    git(repo, "add", "-f", ".env")
+    git(repo, "commit", "-qm", "v1")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    write(repo / ".env", line("40"))
+    first = ckpt_json(repo, "create", "-t", "t")
+    assert _tree_blob(repo, first["commit"], ".env") == _tree_blob(repo, "HEAD", ".env")
+    # HEAD moves: the user commits a new (harmless) version, then edits it again
+    write(repo / ".env", "V=2\n")
+    git(repo, "add", "-f", ".env")
+    git(repo, "commit", "-qm", "v2")
+    write(repo / ".env", line("41"))
+    second = ckpt_json(repo, "create", "-t", "t")
+    assert _tree_blob(repo, second["commit"], ".env") == _tree_blob(repo, "HEAD", ".env")
+    # untracked by the user: left out
+    git(repo, "rm", "-q", "--cached", ".env")
+    git(repo, "commit", "-qm", "untrack .env")
+    third = ckpt_json(repo, "create", "-t", "t")
+    assert _tree_blob(repo, third["commit"], ".env") is None
+    # a .gitignore that re-includes a secret path outranks the private excludes: git
+    # reads the file, but the snapshot still leaves it out
+    write(repo / ".gitignore", "*.log\nbuild/\n!.env.prod\n")
+    write(repo / ".env.prod", line("42"))
+    fourth = ckpt_json(repo, "create", "-t", "t")
+    assert _tree_blob(repo, fourth["commit"], ".env.prod") is None
+    assert _tree_blob(repo, fourth["commit"], ".gitignore") is not None
+    ckpt(repo, "push", str(remote))
+    tags = {"edit of v1": "40", "edit of v2": "41", "re-included .env.prod": "42"}
+    where = stores(repo, remote)
+    local = where.pop("local objects (loose and packed)")
+    assert leaks(where, tags) == []
+    assert leaks({"local": local}, {"edit of v1": "40", "edit of v2": "41"}) == []
+
+
+def test_an_unborn_branch_leaves_a_staged_secret_out(tmp_path: Path, secret_env: None) -> None:
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q")
+    write(root / "a.txt", "a\n")
+    write(root / ".env", line("43"))
+    git(root, "add", "-A")
+    git(root, "add", "-f", ".env")
+    made = ckpt_json(root, "create", "-t", "t")
+    assert _tree_blob(root, made["commit"], "a.txt") is not None
+    assert _tree_blob(root, made["commit"], ".env") is None
+
+
+PROTECT = """\
+constraints:
+  - id: config-frozen
+    text: Nothing under config/ changes
+    severity: block
+    check: {kind: protected_paths, paths: ["config/**"]}
+"""
+
+
+def test_check_still_sees_an_edited_tracked_secret_file_under_a_protected_path(
+    repo: Path,
+) -> None:
+    write(repo / ".agent" / "contracts" / "constraints.yaml", PROTECT)
+    write(repo / "config" / ".env", "MODE=dev\n")
+    git(repo, "add", "-f", "-A")
+    git(repo, "commit", "-qm", "config")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    assert ckpt(repo, "check", "t").exit_code == 0
+    write(repo / "config" / ".env", "MODE=prod\nEXTRA=1\n")
+    result = ckpt(repo, "check", "t", "--json", ok=False)
+    assert result.exit_code == 1, result.output
+    assert "config-frozen" in result.output
