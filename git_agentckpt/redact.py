@@ -105,6 +105,7 @@ DEFAULT_SECRET_PATHS: tuple[str, ...] = (
 
 
 _CACHE_MAX = 4096
+_HEX_ONLY = re.compile(r"[0-9a-f]*\Z")
 _SECRET_NAMES: dict[str, bool] = {}
 
 
@@ -198,8 +199,10 @@ class Redactor:
     def text(self, s: str) -> str:
         """`s` with every secret replaced by a `[REDACTED:<kind>]` marker."""
         s = self._prepass.sub(self._prepass_sub, s)
-        if _RULE_HEADS.search(s) is None:  # no rule can match: skip (and never compile) them
-            return s
+        # Every rule head holds a character that is no lower-case hex digit, so object
+        # ids and digests (event links) skip the head scan, which costs ~0.13 µs a character.
+        if _HEX_ONLY.match(s) or _RULE_HEADS.search(s) is None:
+            return s  # no rule can match: skip (and never compile) them
         return _rules()[0].sub(self._rule_sub, s)
 
     def _key(self, key: str) -> tuple[str, bool]:

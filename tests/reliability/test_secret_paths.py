@@ -550,3 +550,17 @@ def test_check_still_sees_an_edited_tracked_secret_file_under_a_protected_path(
     result = ckpt(repo, "check", "t", "--json", ok=False)
     assert result.exit_code == 1, result.output
     assert "config-frozen" in result.output
+
+
+def test_a_hex_secret_in_links_is_still_redacted_when_it_is_a_known_value(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Object ids skip the shape rules (no rule starts with a hex digit), never the
+    known values: an old-style 40-hex token in the environment is still caught."""
+    hexed = "0f3a9c" + "5d1e7b2c4a6f8e0d9c1b3a5f7e9d2c4b6a8f"
+    monkeypatch.setenv("DEPLOY_TOKEN", hexed)
+    ck = Checkpointer.open(str(repo))
+    oid = git(repo, "rev-parse", "HEAD")
+    ev = ck.event("t", "tool.call", {"checkpoint": hexed, "links": {"commit": oid}})
+    assert ev.links == {"checkpoint": "[REDACTED:env:DEPLOY_TOKEN]", "commit": oid}
+    assert hexed.encode() not in _objects(repo / ".git")
