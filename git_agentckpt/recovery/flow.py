@@ -261,6 +261,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
     }
     if decision:
         found["decision"] = decision
+    if v.secret_left:  # differ from the checkpoint, never restored: the agent should know
+        found["secret_paths_left_as_they_are"] = v.secret_left
     brief = build_brief(
         state,
         contract,

@@ -434,6 +434,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     # a checkpoint that holds another .env (from a clone whose secret_paths did not
     # name it): restore writes the rest, never that .env
     others = [p for p in DEFAULT_SECRET_PATHS if p != ".env"]
+    write(repo / ".git" / "info" / "exclude", ".agent/ckpt.toml\n")  # in no snapshot
     write(repo / ".agent" / "ckpt.toml", f"[snapshot]\nsecret_paths = {json.dumps(others)}\n")
     write(repo / ".env", "FROM=another clone\n")
     other = ckpt_json(repo, "create", "-t", "t", "-m", "another clone's view")
@@ -445,7 +446,15 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     assert result["secret_paths_left"] == [".env"]
     assert (repo / ".env").read_text() == edited
     assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
-    (repo / ".agent" / "ckpt.toml").unlink()
+    # resume from it: its .env is no drift, left as it is, and the brief says so
+    out = ckpt(repo, "resume", "t", "--from", other["commit"], "--json", ok=False)
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert report["verify"]["source_drift"] == []
+    assert report["verify"]["secret_paths_left"] == [".env"]
+    assert report["brief"]["found"]["secret_paths_left_as_they_are"] == [".env"]
+    assert (repo / ".env").read_text() == edited
+    ckpt(repo, "confirm", "t", "--by-human")
     ckpt(repo, "create", "-t", "t", "-m", "after the restore")
 
     # resume: an edited secret file is no drift; with --restore it is left untouched
@@ -454,6 +463,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     assert out.exit_code == 0, out.output
     verify = json.loads(out.stdout)["verify"]
     assert verify["source_drift"] == [] and verify["clean"]
+    assert verify["secret_paths_left"] == []  # the tip holds HEAD's .env: no difference
     ckpt(repo, "confirm", "t", "--by-human")
     write(repo / "src" / "app.py", "print('drifted')\n")
     out = ckpt(repo, "resume", "t", "--json", ok=False)
