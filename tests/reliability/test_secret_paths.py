@@ -574,3 +574,11 @@ def test_a_hex_secret_in_links_is_still_redacted_when_it_is_a_known_value(
     ev = ck.event("t", "tool.call", {"checkpoint": hexed, "links": {"commit": oid}})
     assert ev.links == {"checkpoint": "[REDACTED:env:DEPLOY_TOKEN]", "commit": oid}
     assert hexed.encode() not in _objects(repo / ".git")
+
+
+def test_a_trigger_cannot_forge_another_trailer(repo: Path) -> None:
+    made = ckpt_json(repo, "create", "-t", "t", "--trigger", "manual\nKind: light\nSeq: 99")
+    body = git(repo, "log", "-1", "--format=%B", made["commit"])
+    assert "\nKind: full\n" in body and "\nKind: light" not in body
+    assert made["kind"] == "full"
+    assert ckpt_json(repo, "show", made["commit"])["checkpoint"]["kind"] == "full"
