@@ -7,6 +7,7 @@ The CLI, the MCP server and Python users all call this; it returns data
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import BadStateError, CkptError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.restore import apply_restore, plan_restore
+from git_agentckpt.git.restore import RestorePlan, apply_restore, plan_restore
 from git_agentckpt.git.worktree import snapshot_tree
+from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import (
     JSON,
     Event,
@@ -56,6 +58,7 @@ class RestoreResult:
     skipped: tuple[str, ...]
     safety: Checkpoint | None
     dry_run: bool
+    secret: tuple[str, ...] = ()  # secret paths that differ: never written nor deleted
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -63,9 +66,33 @@ class RestoreResult:
             "written": list(self.written),
             "deleted": list(self.deleted),
             "skipped": list(self.skipped),
+            "secret_paths_left": list(self.secret),
             "safety_checkpoint": self.safety.to_json() if self.safety else None,
             "dry_run": self.dry_run,
         }
+
+
+def _without_secrets(plan: RestorePlan, patterns: Sequence[str]) -> tuple[RestorePlan, list[str]]:
+    """The plan minus the files matching `secret_paths`, and those files.
+
+    A snapshot never holds a secret file's current content (a tracked one keeps
+    HEAD's blob), and a checkpoint from another clone may hold anything there:
+    restore never reverts, overwrites or deletes a user's `.env`.
+    """
+    secret = sorted(
+        c.path for c in (*plan.writes, *plan.deletes) if match_excluded(patterns, c.path)
+    )
+    if not secret:
+        return plan, []
+    drop = set(secret)
+    return (
+        dataclasses.replace(
+            plan,
+            writes=tuple(c for c in plan.writes if c.path not in drop),
+            deletes=tuple(c for c in plan.deletes if c.path not in drop),
+        ),
+        secret,
+    )
 
 
 def _as_new_event(ev: EventLike) -> NewEvent:
@@ -521,8 +548,11 @@ class Checkpointer:
         target = self.resolve(name)
         task = TaskName(target.task)
         current_tree = snapshot_tree(self.repo, self.settings.secret_paths)
-        plan = plan_restore(
-            self.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
+        plan, secret = _without_secrets(
+            plan_restore(
+                self.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
+            ),
+            self.settings.secret_paths,
         )
         safety: Checkpoint | None = None
         changes = plan.writes or plan.deletes
@@ -558,4 +588,5 @@ class Checkpointer:
             skipped=plan.skipped,
             safety=safety,
             dry_run=dry_run,
+            secret=tuple(secret),
         )

@@ -35,7 +35,7 @@ import functools
 import re
 from collections.abc import Sequence
 
-__all__ = ["compile_glob", "has_wildcard", "match_any", "normalize_path"]
+__all__ = ["compile_glob", "has_wildcard", "match_any", "match_excluded", "normalize_path"]
 
 _GLOB_CHARS = frozenset("*?[\\")
 
@@ -106,6 +106,14 @@ def match_any(patterns: Sequence[str], path: str) -> bool:
         if negate == matched and compile_glob(positive).fullmatch(norm):
             matched = not negate
     return matched
+
+
+def match_excluded(patterns: Sequence[str], path: str) -> bool:
+    """Whether gitignore-style `patterns` exclude `path`: it, or a directory above it,
+    matches (`match_any`). As in git, a file under an excluded directory cannot be
+    re-included, so `.env` excludes `a/.env/bin/python` and `*.pem` `x.pem/inner`."""
+    parts = normalize_path(path).split("/")
+    return any(match_any(patterns, "/".join(parts[:i])) for i in range(1, len(parts) + 1))
 
 
 def has_wildcard(segment: str) -> bool:

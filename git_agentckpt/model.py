@@ -435,7 +435,8 @@ TRAILER_KEYS = ("Checkpoint-Id", "Task", "Kind", "Trigger", "Step", "Seq", "Base
 
 def checkpoint_message(subject: str, trailers: Mapping[str, str]) -> str:
     lines = [subject.replace("\n", " ").strip(), ""]
-    lines += [f"{k}: {v}" for k, v in trailers.items()]
+    # one line each: a newline in a value (`--trigger`) would forge another trailer
+    lines += [f"{k}: {' '.join(v.split())}" for k, v in trailers.items()]
     return "\n".join(lines) + "\n"
 
 

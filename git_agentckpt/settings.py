@@ -129,7 +129,8 @@ def default_settings_document() -> dict[str, Any]:
 
 SETTINGS_HEADER = """\
 # git-ckpt settings (see `man git-ckpt`, section SETTINGS).
-# [snapshot] secret_paths: gitignore-style globs never stored in a snapshot.
+# [snapshot] secret_paths: gitignore-style globs whose content never reaches a
+#   snapshot (untracked: left out; tracked: HEAD's blob is kept); never restored.
 # [snapshot] regenerable: files that resume may clean and regenerate.
 # [snapshot] max_file_size: untracked files above it ("100MiB" by default, 0: no
 #   cap) are recorded by size and sha256 instead of stored.

@@ -230,6 +230,8 @@ def restore(ctx: click.Context, checkpoint: str, dry_run: bool, as_json: bool) -
         click.echo(f"{'would delete' if dry_run else 'deleted'}  {path}")
     for path in result.skipped:
         click.echo(f"skipped  {path} (nested repository)")
+    for path in result.secret:
+        click.echo(f"kept     {path} (secret_paths: never restored)")
     if result.safety:
         click.echo(
             f"safety checkpoint {result.safety.id}: undo with `git ckpt restore {result.safety.id}`"

@@ -6,11 +6,13 @@
 - Changed paths are those between the task's baseline tree (the `Baseline`
   of its tip checkpoint; HEAD when no task is known or it has no checkpoint;
   the empty tree on an unborn branch) and the working tree as a snapshot
-  would see it (tracked + untracked-not-ignored, minus `secret_paths`),
-  written through the private index without a checkpoint. Ignored and secret
-  files are therefore invisible to `protected_paths`, `forbidden_paths` and
-  `max_changed_files`; `forbidden_paths` uses the same set ("written" = differs
-  from the baseline).
+  would see it (tracked + untracked-not-ignored, minus `secret_paths`, whose
+  tracked files keep HEAD's blob), written through the private index without
+  a checkpoint. Ignored and secret files are therefore invisible to that
+  comparison; under the directory of a `protected_paths` / `forbidden_paths`
+  glob they are watched by size and mtime instead (`watch.py`), tracked
+  secret files included; `forbidden_paths` uses the same set ("written" =
+  differs from the baseline).
 - `command` checks run only when this user approved that exact argv for this
   repository (`TrustStore`, identity `repo_identity`); otherwise `untrusted`,
   never executed.
@@ -56,6 +58,7 @@ from git_agentckpt.contracts.trust import TrustStore, escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.worktree import agent_dir, large_files, snapshot_and_changes
+from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.refs import TaskName
@@ -424,12 +427,15 @@ def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome
     # count as any untracked file does (added since the baseline)
     changed = changed | {f.path for f in large_files(repo)}
     if t is not None:  # files no snapshot holds (ignored ones), under path-check globs
+        secret = ck.settings.secret_paths  # a tracked one is in the tree, as HEAD's blob
         changed = changed | watch.changed_since_start(
             agent_dir(repo),
             t.name,
             repo.workdir,
             contract_globs(contract),
-            lambda path: repo.tree_entry(tree, path) is not None,
+            lambda path: (
+                not match_excluded(secret, path) and repo.tree_entry(tree, path) is not None
+            ),
         )
     needs_runner = contract is not None and any(
         c.check is not None and c.check.kind == "command" for c in contract.constraints

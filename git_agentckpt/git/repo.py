@@ -342,6 +342,7 @@ class GitRepo:
         return EMPTY_TREE
 
     def write_blob(self, data: bytes) -> str:
+        """Store `data` as is: callers pass redacted data (`store/redaction.py`)."""
         with self._writing():
             return str(self._repo.create_blob(data))
 
@@ -441,6 +442,7 @@ class GitRepo:
         parents: list[str],
         message: str,
     ) -> str:
+        """Store a commit as is: callers pass a redacted message (`store/redaction.py`)."""
         sig = self.signature()
         # Not `create_commit`: when the object write fails (seen on a full disk) libgit2's
         # git_commit_create still returns success and the id of an object it never

@@ -4,9 +4,10 @@ A full snapshot runs git itself (`add -A`, `write-tree`) on a private index in
 `.git/agent/` seeded from the user's index with its mtime kept, so unchanged
 files are not hashed again and racy-git edits are still seen. git is faster
 than libgit2 here (libgit2's add never writes refreshed stat data back), and
-it handles nested repositories as gitlinks. Secret paths are kept out by a
-private excludes file, so they never reach the object store; untracked files
-above the size cap are left out and pinned instead (`large.py`).
+it handles nested repositories as gitlinks. Untracked secret paths are kept
+out by a private excludes file, tracked ones are pinned to HEAD's blob
+(`secret_files.py`), so their content never reaches the object store;
+untracked files above the size cap are left out and pinned instead (`large.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from git_agentckpt.git import large
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
+from git_agentckpt.git.secret_files import catch_added, pin_secret_entries
 from git_agentckpt.git.shadow import shadow_git_dir
 from git_agentckpt.git.syserr import git_failure, translated
 
@@ -259,7 +261,8 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
     # under our flock nobody else uses the private index: a lock left by a killed git is stale
     if os.path.exists(index + ".lock"):
         os.unlink(index + ".lock")
-    if not os.path.exists(index):
+    seeded = not os.path.exists(index)
+    if seeded:
         _seed_index(repo, index)
     known = large.load(base)
     if known:  # re-measured every time: a large file that shrank or went is dropped
@@ -269,6 +272,7 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
         known = fresh
     _write_excludes(repo, excludes, secret_paths, known)
     env = {"GIT_INDEX_FILE": index}
+    pin_secret_entries(repo, base, env, secret_paths, seeded)  # tracked secrets: HEAD's blob
     config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
     return env, config
 
@@ -324,7 +328,7 @@ def _add_and_write(
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config = _prepare_index(repo, secret_paths)
-    add = ["add", "-A", "--verbose"] if repo.max_file_size else ["add", "-A"]
+    add = ["add", "-A", "--verbose"]  # the paths it added: secret and large files go back
     proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
@@ -338,8 +342,10 @@ def _add_and_write(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
             hint="fix the path git names, or add it to .gitignore",
         )
+    added = large.added_paths(proc.stdout)
+    secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
     if repo.max_file_size:
-        _leave_out_large(repo, env, secret_paths, large.added_paths(proc.stdout))
+        _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process

@@ -275,6 +275,8 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
         found["suspect_state_not_trusted"] = list(suspect_lines)
     if view.skipped:
         found["skipped_events"] = [e.one_line() for e in view.skipped]
+    if v.secret_left:  # differ from the checkpoint, never restored: the agent should know
+        found["secret_paths_left_as_they_are"] = v.secret_left
     brief = build_brief(
         state,
         contract,
@@ -353,7 +355,7 @@ def _store(
         ck.repo,
         task,
         str(report["id"]),
-        report_files(report, brief.markdown if brief else None),
+        report_files(report, brief.markdown if brief else None, ck.log.redactor),
         f"report {report['id']}: {report.get('outcome')}\n",
     )
     ck.log.append(task, events)
@@ -431,10 +433,9 @@ def confirm(
             report.pop("files", None)
             report.pop("path", None)
             report["confirmation"] = result
-            files = report_files(report, None)
-            files["restatement.md"] = ck.log.redactor.text(
-                restatement or "(approved by a person)"
-            ).encode()
+            files = report_files(
+                report, None, ck.log.redactor, restatement or "(approved by a person)"
+            )
             save_report(
                 ck.repo,
                 task,

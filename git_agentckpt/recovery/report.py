@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from git_agentckpt.errors import CorruptError, NotFound
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON, dumps
+from git_agentckpt.redact import Redactor
 from git_agentckpt.store.refs import TaskName
 
 _BLOB = 0o100644
@@ -23,7 +24,10 @@ _TREE = 0o040000
 def save_report(
     repo: GitRepo, task: TaskName, report_id: str, files: Mapping[str, bytes], message: str
 ) -> str:
-    """Add or update files of one report directory; returns the reports commit."""
+    """Add or update files of one report directory; returns the reports commit.
+
+    `files` come from `report_files`, which redacts them (store/redaction.py).
+    """
 
     def compute(old: str | None) -> str:
         top = repo.read_commit(old).tree if old else repo.empty_tree()
@@ -108,11 +112,25 @@ def report_markdown(report: Mapping[str, JSON]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_files(report: Mapping[str, JSON], brief_md: str | None) -> dict[str, bytes]:
+def report_files(
+    report: Mapping[str, JSON],
+    brief_md: str | None,
+    redactor: Redactor,
+    restatement: str | None = None,
+) -> dict[str, bytes]:
+    """The files of one report, redacted: the only input of `save_report`.
+
+    A report quotes the contract's constraint texts, command outputs, paths and
+    the agent's restatement: all of it goes through the redactor first.
+    """
+    clean = redactor.value(dict(report))
+    assert isinstance(clean, dict)
     files = {
-        "report.json": (dumps(dict(report)) + "\n").encode(),
-        "report.md": report_markdown(report).encode(),
+        "report.json": (dumps(clean) + "\n").encode(),
+        "report.md": report_markdown(clean).encode(),
     }
     if brief_md is not None:
-        files["brief.md"] = brief_md.encode()
+        files["brief.md"] = redactor.text(brief_md).encode()
+    if restatement is not None:
+        files["restatement.md"] = redactor.text(restatement).encode()
     return files

@@ -34,6 +34,7 @@ from git_agentckpt.model import (
 from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
+from git_agentckpt.store.redaction import check_name, redact_assertions, redact_state
 from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, STATE_NOTES, TaskName
 
 
@@ -340,9 +341,12 @@ class CheckpointStore:
         parents = [old] if old else ([head] if head else [])
         if prev is not None and head and head != prev.head and head not in parents:
             parents.append(head)
-        redactor = self.log.redactor
-        message = redactor.text(message)
-        clean_state = redactor.value(dict(state()))
+        redactor = self.log.redactor  # the gate (store/redaction.py): names refused, text redacted
+        check_name(redactor, "task name", task.name)
+        if step:
+            check_name(redactor, "step id", step)
+        message, trigger = redactor.text(message), redactor.text(trigger)
+        clean_state = redact_state(redactor, state())
         number = (prev.number if prev else 0) + 1
         ckpt_id = new_ulid()
         kind = "light" if light else "full"
@@ -363,7 +367,7 @@ class CheckpointStore:
         notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
         write_notes(repo, STATE_NOTES, {commit: dumps(clean_state).encode()}, notes_msg)
         if assertions:
-            body = dumps({"v": 1, "assertions": redactor.value(list(assertions))}).encode()
+            body = dumps({"v": 1, "assertions": redact_assertions(redactor, assertions)}).encode()
             write_notes(repo, ASSERTION_NOTES, {commit: body}, notes_msg)
         crash_point("checkpoint.notes")
         links: dict[str, JSON] = {"checkpoint": commit}

@@ -15,8 +15,9 @@ from collections.abc import Iterator, Sequence
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, CorruptError
 from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
-from git_agentckpt.model import JSON, Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
+from git_agentckpt.model import Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
 from git_agentckpt.redact import Redactor, default_redactor
+from git_agentckpt.store.redaction import check_name, redact_event
 from git_agentckpt.store.refs import EVENTS, TaskName
 
 
@@ -59,24 +60,15 @@ class EventLog:
     def tasks(self) -> list[TaskName]:
         return [TaskName.from_ref(r) for r in sorted(self.repo.list_refs(EVENTS))]
 
-    def _redact(self, ev: NewEvent) -> NewEvent:
-        r = self.redactor
-        return NewEvent(
-            type=ev.type,
-            actor=_as_dict(r.value(ev.actor)),
-            input=r.value(ev.input),
-            output=r.value(ev.output),
-            links=ev.links,
-            data=_as_dict(r.value(ev.data)),
-        )
-
     def append(self, task: TaskName, new_events: Sequence[NewEvent]) -> list[Event]:
         """Append events in one commit; returns them with id, seq and ts assigned."""
         if not new_events:
             return []
         for ev in new_events:
             check_event_type(ev.type)
-        clean = [self._redact(ev) for ev in new_events]
+        r = self.redactor
+        check_name(r, "task name", task.name)  # the gate: store/redaction.py
+        clean = [redact_event(r, ev) for ev in new_events]
         ref = task.events_ref
         result: list[Event] = []
 
@@ -148,7 +140,7 @@ class EventLog:
             if ev.id not in have:
                 have.add(ev.id)
                 gained.append(ev)
-        subject = f"merge {len(gained)} event(s) from {origin}"
+        subject = f"merge {len(gained)} event(s) from {self.redactor.text(origin)}"
         body = "\n".join(dumps(e.to_json()) for e in gained)
         message = subject + "\n\n" + (body + "\n" if body else "")
         return self.repo.commit(self.repo.empty_tree(), [ours, theirs], message), len(gained)
@@ -179,7 +171,3 @@ class EventLog:
 
     def exists(self, task: TaskName) -> bool:
         return self.repo.read_ref(task.events_ref) is not None
-
-
-def _as_dict(value: JSON) -> dict[str, JSON]:
-    return value if isinstance(value, dict) else {}

@@ -102,8 +102,10 @@ def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
     fetch_into(repo, remote, specs)
     result = ShareResult(remote, mirror)
     theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
+    # the remote as commit and reflog messages name it: a URL may carry a password
+    shown = log.redactor.text(remote)
     for ref in sorted(theirs, key=lambda r: (_order(r), r)):
-        result.fetched.append(_integrate(repo, log, ref, theirs[ref], remote, mirror))
+        result.fetched.append(_integrate(repo, log, ref, theirs[ref], shown, mirror))
     return result
 
 
