@@ -168,6 +168,21 @@ def test_push_to_a_guarded_remote(clones: tuple[Path, Path, Path]) -> None:
     assert git(remote, "rev-parse", "refs/agent/checkpoints/t") == made["commit"]
 
 
+def test_a_hook_that_declines_is_said_at_once_not_retried_as_a_race(
+    clones: tuple[Path, Path, Path],
+) -> None:
+    remote, a, _ = clones
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'audit refs are frozen this week' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    ckpt(a, "task", "start", "t", "--goal", "g")
+    result = ckpt(a, "push", "--json", ok=False)
+    assert result.exit_code == 1
+    assert "was refused" in result.stderr and "audit refs are frozen this week" in result.stderr
+    assert "kept moving" not in result.stderr
+    assert git(remote, "for-each-ref", "refs/agent/") == ""
+
+
 def test_a_missing_remote_is_one_clear_error(repo: Path) -> None:
     result = ckpt(repo, "fetch", "nowhere", ok=False)
     assert result.exit_code == 1

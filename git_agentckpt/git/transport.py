@@ -140,12 +140,37 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
             hint="if no git command runs in that repository, `git ckpt -C <it> doctor` "
             "removes stale locks; then run the command again",
         )
-    if any(p.rejected for p in pushed):
+    rejected = [p for p in pushed if p.rejected]
+    if rejected and all(_lost_race(p.summary) for p in rejected):
         return None
+    if rejected:  # refused by the remote for a reason a retry cannot change (a hook, a guard)
+        said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
+        why = "; ".join(said[-3:]) or _last_error(stderr)
+        return OperationFailed(
+            f"git push {remote} was refused: {rejected[0].ref} {rejected[0].summary} ({why})",
+            hint="the remote's hooks refused the update; nothing was changed there",
+        )
     refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
     return refused or OperationFailed(
         f"git push {remote} failed: {_last_error(stderr)}", hint=URL_HINT
     )
+
+
+# What git's porcelain says of a ref refused because another push got there first: the
+# caller fetches, merges and pushes again. Anything else (a hook declined, the remote's
+# guard refused the update) will be refused again.
+_RACE_REASONS = (
+    "fetch first",
+    "non-fast-forward",
+    "stale info",
+    "atomic push failed",
+    "cannot lock ref",
+    "incorrect old value",
+)
+
+
+def _lost_race(summary: str) -> bool:
+    return any(reason in summary for reason in _RACE_REASONS)
 
 
 def _stale_file(path: str, seconds: float = 60.0) -> bool:
