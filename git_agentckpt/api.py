@@ -205,12 +205,25 @@ class Checkpointer:
     ) -> Checkpoint:
         t = TaskName(task)
         t.check_no_prefix_clash(self.tasks())
-        if self.log.exists(t) or self.store.tip(t) is not None:
+        state = new_state(t.name, goal, list(steps), list(constraints))
+        if self.repo.read_ref(t.checkpoints_ref) is not None:
             raise UsageError(
                 f"task {task!r} already exists", hint=f"see `git ckpt task show {task}`"
             )
-        state = new_state(t.name, goal, list(steps), list(constraints))
-        self.log.append(t, [NewEvent("task.start", data={"state": state})])
+        if self.log.exists(t):
+            # a start cut off between its task.start event and its first checkpoint (a
+            # crash, a full disk): the same start completes it, a different one is refused
+            logged, _ = current_state(self.store, self.log, t)
+            same = logged is not None and all(
+                logged.get(k) == state.get(k) for k in ("goal", "steps", "constraints")
+            )
+            if not same:
+                raise UsageError(
+                    f"task {task!r} already exists (its first checkpoint never committed)",
+                    hint=f"run `git ckpt create -t {task}` to complete it as it was started",
+                )
+        else:
+            self.log.append(t, [NewEvent("task.start", data={"state": state})])
         made = self.create(task=t.name, message="task start", trigger="task_start", run=run)
         if os.path.isdir(os.path.join(self.repo.workdir, CONTRACTS_DIR)):
             from git_agentckpt.contracts.engine import record_watched

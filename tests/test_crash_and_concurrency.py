@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import git
 from helpers import write
 
@@ -178,6 +179,48 @@ def test_a_killed_writers_stale_ref_lock_is_broken(repo: Path) -> None:
     assert second.parent == first.commit
     assert git(repo, "rev-parse", "refs/agent/checkpoints/locked") == second.commit
     assert not (repo / ".git" / "refs/agent/checkpoints/locked.lock").exists()
+
+
+def test_an_old_ref_lock_a_live_process_holds_is_never_broken(repo: Path) -> None:
+    """A git that keeps a lock across a slow hook looks like a killed writer by age alone:
+    the lock is broken only when no process can own it."""
+    import git_agentckpt
+    from git_agentckpt.errors import ConflictError
+
+    ck = git_agentckpt.open(str(repo))
+    first = ck.create(task="held", message="one")
+    lock = repo / ".git" / "refs/agent/checkpoints/held.lock"
+    lock.write_text(first.commit + "\n")
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    holder = subprocess.Popen(  # a live owner: it has the lock open until we say so
+        [
+            sys.executable,
+            "-c",
+            "import sys; f = open(sys.argv[1]); print('ok', flush=True); sys.stdin.read()",
+            str(lock),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+        from git_agentckpt.store import checkpoints
+
+        saved = checkpoints.LOCK_WAIT_SECONDS
+        checkpoints.LOCK_WAIT_SECONDS = 0.5
+        try:
+            with pytest.raises(ConflictError, match="stayed locked"):
+                ck.create(task="held", message="two")
+        finally:
+            checkpoints.LOCK_WAIT_SECONDS = saved
+        assert lock.exists()
+        assert git(repo, "rev-parse", "refs/agent/checkpoints/held") == first.commit
+    finally:
+        holder.communicate("", timeout=30)
+    second = ck.create(task="held", message="three")  # its owner is gone now: broken
+    assert second.parent == first.commit and not lock.exists()
 
 
 CREATOR_RACE = """

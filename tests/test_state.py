@@ -147,3 +147,23 @@ def test_init_never_overwrites(repo: Path) -> None:
     ckpt(repo, "init")
     parsed = tomllib.loads((repo / ".agent" / "ckpt.toml").read_text())
     assert ".env" in parsed["snapshot"]["secret_paths"]
+
+
+def test_a_start_cut_off_before_its_first_checkpoint_completes_when_run_again(
+    repo: Path,
+) -> None:
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.objects"}
+    argv = ["task", "start", "t", "--goal", "g", "--step", "s1:one"]
+    killed = subprocess.run([os.path.join(BIN_DIR, "git-ckpt"), *argv], cwd=repo, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert git(repo, "for-each-ref", "refs/agent/checkpoints/") == ""
+    other = ckpt(repo, "task", "start", "t", "--goal", "another goal", ok=False)
+    assert other.exit_code == 2 and "git ckpt create -t t" in other.stderr
+    done = ckpt_json(repo, *argv)  # the same start again: completes it
+    assert done["trigger"] == "task_start"
+    state = ckpt_json(repo, "task", "show", "t")
+    assert state["goal"] == "g" and [s["id"] for s in state["steps"]] == ["s1"]
+    starts = [json.loads(x)["type"] for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()]
+    assert starts.count("task.start") == 1
+    again = ckpt(repo, *argv, ok=False)
+    assert again.exit_code == 2 and "already exists" in again.stderr

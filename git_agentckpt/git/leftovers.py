@@ -24,8 +24,10 @@ import stat
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from git_agentckpt.git.repo import GitRepo
+if TYPE_CHECKING:  # git/repo.py imports this module to break stale ref locks
+    from git_agentckpt.git.repo import GitRepo
 
 LOCK = "lock"
 TEMPORARY = "temporary object file"
@@ -128,28 +130,44 @@ def _temporary_in(directory: str) -> Iterator[tuple[str, str]]:
         return
 
 
+def left_file(path: str, kind: str) -> LeftFile | None:
+    """What one lock or temporary file is now (None: it went away)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None  # its writer finished meanwhile
+    return LeftFile(
+        path=path,
+        kind=kind,
+        age=max(0.0, time.time() - st.st_mtime),
+        size=st.st_size,
+        uid=st.st_uid,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        mtime_ns=st.st_mtime_ns,
+    )
+
+
 def find_left_files(repo: GitRepo) -> list[LeftFile]:
     """Every lock and temporary object file of the repository's git directories."""
-    now = time.time()
-    found: list[LeftFile] = []
-    for path, kind in _candidates(repo):
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue  # its writer finished meanwhile
-        found.append(
-            LeftFile(
-                path=path,
-                kind=kind,
-                age=max(0.0, now - st.st_mtime),
-                size=st.st_size,
-                uid=st.st_uid,
-                dev=st.st_dev,
-                ino=st.st_ino,
-                mtime_ns=st.st_mtime_ns,
-            )
-        )
+    found = [f for path, kind in _candidates(repo) if (f := left_file(path, kind)) is not None]
     return sorted(found, key=lambda f: f.path)
+
+
+def break_if_abandoned(repo: GitRepo, path: str, min_age: float) -> bool:
+    """Remove the lock at `path` when its owner is provably gone (`why_kept` says None).
+
+    A writer killed while it held a ref lock blocks that ref for ever; a live git
+    may keep a lock closed but in use for as long as a hook runs, so age alone is
+    no proof. Where /proc cannot tell (not Linux), age alone decides, as git's
+    own users do by hand."""
+    left = left_file(path, LOCK)
+    if left is None or left.age <= min_age:
+        return False
+    scan = scan_processes(repo, [left])
+    if scan.available and why_kept(left, scan, min_age) is not None:
+        return False
+    return remove_if_unchanged(left) is None
 
 
 def _ancestors() -> set[int]:
@@ -254,4 +272,41 @@ def remove_if_unchanged(left: LeftFile) -> str | None:
         return GONE
     except OSError as exc:
         return f"cannot remove it: {exc.strerror}"
+    return None
+
+
+def age_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def why_kept(left: LeftFile, scan: ProcessScan, min_age: float) -> str | None:
+    """Why `left` may still have a live owner (None: its owner is provably gone)."""
+    if not scan.available:
+        return "cannot tell who uses it: /proc is not available on this system"
+    holders = scan.holders.get(left.path)
+    if holders:
+        return f"open in process {holders[0].pid} ({holders[0].command})"
+    if left.age < min_age:
+        return (
+            f"changed {age_text(left.age)} ago: its writer may still be working; "
+            f"run doctor again in {age_text(min_age - left.age)}"
+        )
+    if scan.git_here:
+        proc = scan.git_here[0]
+        return (
+            f"git runs in this repository (process {proc.pid}: {proc.command}); "
+            "run doctor again when it has finished"
+        )
+    hidden = [p for p in scan.hidden if p.uid == left.uid]
+    if hidden:
+        return (
+            f"its owner (uid {left.uid}) has processes whose files cannot be inspected "
+            f"(e.g. {hidden[0].pid}): run doctor as root or as that user"
+        )
     return None

@@ -28,6 +28,7 @@ from git_agentckpt.errors import (
     shorten,
 )
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
+from git_agentckpt.git.leftovers import break_if_abandoned
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -303,16 +304,13 @@ class GitRepo:
             return False
 
     def _break_stale_lock(self, name: str) -> None:
-        """A ref lock left by a killed writer: libgit2 holds one for microseconds."""
+        """A ref lock left by a killed writer (libgit2 holds one for microseconds), removed
+        only when no live process can own it (`git/leftovers.py`)."""
         for lock in (
             os.path.join(self.common_dir, name + ".lock"),
             os.path.join(self.common_dir, "packed-refs.lock"),
         ):
-            try:
-                if time.time() - os.stat(lock).st_mtime > STALE_LOCK_SECONDS:
-                    os.unlink(lock)
-            except OSError:
-                pass
+            break_if_abandoned(self, lock, STALE_LOCK_SECONDS)
 
     def update_ref(self, name: str, message: str, compute: Callable[[str | None], str]) -> str:
         """Compare-and-swap `name` to `compute(old)`, retrying with jitter on a lost race."""

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from git_agentckpt.git.leftovers import (
     GONE,
-    LeftFile,
-    ProcessScan,
+    age_text,
     find_left_files,
     remove_if_unchanged,
     scan_processes,
+    why_kept,
 )
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON
@@ -74,43 +74,6 @@ class DoctorReport:
             "kept": sum(f.action == KEPT for f in self.findings),
             "findings": [f.to_json() for f in self.findings],
         }
-
-
-def age_text(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h"
-    return f"{seconds / 86400:.0f} days"
-
-
-def why_kept(left: LeftFile, scan: ProcessScan, min_age: float) -> str | None:
-    """Why `left` may still have a live owner (None: its owner is provably gone)."""
-    if not scan.available:
-        return "cannot tell who uses it: /proc is not available on this system"
-    holders = scan.holders.get(left.path)
-    if holders:
-        return f"open in process {holders[0].pid} ({holders[0].command})"
-    if left.age < min_age:
-        return (
-            f"changed {age_text(left.age)} ago: its writer may still be working; "
-            f"run doctor again in {age_text(min_age - left.age)}"
-        )
-    if scan.git_here:
-        proc = scan.git_here[0]
-        return (
-            f"git runs in this repository (process {proc.pid}: {proc.command}); "
-            "run doctor again when it has finished"
-        )
-    hidden = [p for p in scan.hidden if p.uid == left.uid]
-    if hidden:
-        return (
-            f"its owner (uid {left.uid}) has processes whose files cannot be inspected "
-            f"(e.g. {hidden[0].pid}): run doctor as root or as that user"
-        )
-    return None
 
 
 def doctor(repo: GitRepo, dry_run: bool = False, min_age: float = MIN_AGE) -> DoctorReport:
