@@ -1,127 +1,255 @@
 """The facade: `git_agentckpt.open(path)` returns a Checkpointer.
 
-The CLI, the MCP server and Python users all call this; it returns data
+The CLI, the MCP server and Python users all call this. A Checkpointer is the
+task store (`store/workspace.py`: tasks, checkpoints, steps, events, restore)
+plus the use cases composed on it: resume and confirm (`recovery/`), constraint
+checks and trust (`contracts/`), the trigger policy (`tick.py`), sharing
+(`store/share.py`) and `doctor`. The use cases take the store, never this
+class, so nothing imports the facade but its callers. It returns data
 (dataclasses and JSON-ready dicts) and never prints.
+
+The use-case modules are imported when first called: every `git ckpt` call
+pays Python start-up, and a `create` should not load the YAML parser or the
+recovery code.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import BadStateError, CkptError, NotFound, RecoveringError, UsageError
-from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.restore import RestorePlan, apply_restore, plan_restore
-from git_agentckpt.git.worktree import snapshot_tree
-from git_agentckpt.globs import match_excluded
-from git_agentckpt.model import (
-    JSON,
-    Event,
-    NewEvent,
-    RunInfo,
-    check_external_event_type,
-    check_external_patch,
-    find_step,
-    merge_update,
-    new_state,
-    normalize_state,
-)
-from git_agentckpt.settings import CONTRACTS_DIR, Settings, init_files, load_settings
-from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
-from git_agentckpt.store.costs import record_cost
-from git_agentckpt.store.events import EventLog
-from git_agentckpt.store.evidence import SuspectClaim, unsupported_claims
+from git_agentckpt.errors import CkptError, NotFound, UsageError
+from git_agentckpt.model import JSON, Event, RunInfo
+from git_agentckpt.settings import CONTRACTS_DIR
+from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import current_state, read_task
-from git_agentckpt.store.tools import file_hashes, tool_versions
+from git_agentckpt.store.workspace import EventLike, RestoreResult, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
-    from git_agentckpt.store.share import ShareResult
+    from git_agentckpt.contracts.approvals import PendingCommand
+    from git_agentckpt.contracts.engine import CheckOutcome
+    from git_agentckpt.contracts.trust import TrustEntry
+    from git_agentckpt.recovery.confirm import Verdict
+    from git_agentckpt.recovery.flow import ResumeOutcome
+    from git_agentckpt.store.doctor import DoctorReport
+    from git_agentckpt.store.share import ShareResult as ShareResult
+    from git_agentckpt.tick import TickResult
 
-__all__ = ["Checkpointer", "RestoreResult", "RunInfo"]
-
-EventLike = NewEvent | Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class RestoreResult:
-    target: Checkpoint
-    written: tuple[str, ...]
-    deleted: tuple[str, ...]
-    skipped: tuple[str, ...]
-    safety: Checkpoint | None
-    dry_run: bool
-    secret: tuple[str, ...] = ()  # secret paths that differ: never written nor deleted
-
-    def to_json(self) -> dict[str, JSON]:
-        return {
-            "target": self.target.to_json(),
-            "written": list(self.written),
-            "deleted": list(self.deleted),
-            "skipped": list(self.skipped),
-            "secret_paths_left": list(self.secret),
-            "safety_checkpoint": self.safety.to_json() if self.safety else None,
-            "dry_run": self.dry_run,
-        }
+__all__ = ["Checkpointer", "EventLike", "RestoreResult", "RunInfo"]
 
 
-def _without_secrets(plan: RestorePlan, patterns: Sequence[str]) -> tuple[RestorePlan, list[str]]:
-    """The plan minus the files matching `secret_paths`, and those files.
-
-    A snapshot never holds a secret file's current content (a tracked one keeps
-    HEAD's blob), and a checkpoint from another clone may hold anything there:
-    restore never reverts, overwrites or deletes a user's `.env`.
-    """
-    secret = sorted(
-        c.path for c in (*plan.writes, *plan.deletes) if match_excluded(patterns, c.path)
-    )
-    if not secret:
-        return plan, []
-    drop = set(secret)
-    return (
-        dataclasses.replace(
-            plan,
-            writes=tuple(c for c in plan.writes if c.path not in drop),
-            deletes=tuple(c for c in plan.deletes if c.path not in drop),
-        ),
-        secret,
-    )
-
-
-def _as_new_event(ev: EventLike) -> NewEvent:
-    if isinstance(ev, NewEvent):
-        return ev
-    payload = dict(ev)
-    type_ = payload.pop("type", None)
-    if not isinstance(type_, str):
-        raise BadStateError("every event needs a string 'type'")
-    actor = payload.pop("actor", None)
-    if isinstance(actor, str):
-        return NewEvent.from_payload(type_, payload, actor)
-    if isinstance(actor, dict):
-        payload["actor"] = actor
-    return NewEvent.from_payload(type_, payload, None)
-
-
-class Checkpointer:
-    def __init__(self, repo: GitRepo) -> None:
-        self.repo = repo
-        self.log = EventLog(repo)
-        self.store = CheckpointStore(repo, self.log)
-        self._settings: Settings | None = None
+class Checkpointer(Workspace):
+    """The task store of one repository, with resume, checks, the policy and sharing."""
 
     @classmethod
     def open(cls, path: str = ".") -> Checkpointer:
+        from git_agentckpt.git.repo import GitRepo
+
         return cls(GitRepo.discover(path))
 
-    # -- sharing (design section 6) --------------------------------------------------
+    # -- what the store does, with the contract and the policy taken into account -------
+
+    def task_start(
+        self,
+        task: str,
+        goal: str,
+        steps: Sequence[tuple[str, str]] = (),
+        constraints: Sequence[str] = (),
+        run: RunInfo | None = None,
+    ) -> Checkpoint:
+        made = super().task_start(task, goal, steps, constraints, run)
+        if os.path.isdir(os.path.join(self.repo.workdir, CONTRACTS_DIR)):
+            from git_agentckpt.contracts.engine import record_watched
+
+            with contextlib.suppress(CkptError):  # a bad contract: `check` will say so
+                record_watched(self, TaskName(task))  # files no snapshot holds
+        return made
+
+    def create(
+        self,
+        task: str | None = None,
+        message: str = "",
+        light: bool = False,
+        trigger: str = "manual",
+        step: str | None = None,
+        state: Mapping[str, JSON] | None = None,
+        run: RunInfo | None = None,
+        force: bool = False,
+        actor: str | None = None,
+        assertions: Sequence[Any] = (),
+        _state_override: dict[str, JSON] | None = None,
+        _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
+    ) -> Checkpoint:
+        """Take a checkpoint; `state` is a patch merged into the current task state.
+
+        `assertions` are `--assert` specs (`file_exists:PATH`, …) or mappings
+        `{"id": …, "check": {…}}`; they are checked on resume.
+        """
+        return super().create(
+            task,
+            message,
+            light,
+            trigger,
+            step,
+            state,
+            run,
+            force,
+            actor,
+            parse_assertion_specs(assertions),
+            _state_override,
+            _transform,
+        )
+
+    def step_start(
+        self,
+        task: str,
+        step_id: str,
+        force: bool = False,
+        risk: str | None = None,
+        pre_expensive: Callable[[], bool] | None = None,
+    ) -> Event:
+        """`step.start`; a high-risk step first gets a full `pre_expensive_step` checkpoint
+        when the policy says so. Starting a done step raises the drift alarm at once."""
+
+        def policy_wants_it() -> bool:
+            from git_agentckpt.tick import load_policy
+
+            return load_policy(self).pre_expensive_step
+
+        try:
+            return super().step_start(task, step_id, force, risk, pre_expensive or policy_wants_it)
+        except StepNotStartable as exc:
+            if exc.status == "done":
+                from git_agentckpt.contracts.drift import raise_redo_alarm
+
+                raise_redo_alarm(self.log, TaskName(task))
+            raise
+
+    # -- use cases ---------------------------------------------------------------------
+
+    def tick(self, task: str | None = None, **signals: Any) -> TickResult:
+        """Decide none/light/full from `signals` (Signals fields), act, log the decision."""
+        from git_agentckpt.tick import tick as run_tick
+        from git_agentckpt.triggers import Signals
+
+        explicit = set(signals) - {"now"}
+        signals.setdefault("now", time.time())
+        try:
+            given = Signals(**signals)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"bad signal: {exc}") from exc
+        return run_tick(self, task, given, explicit)
+
+    def check(self, task: str | None = None) -> CheckOutcome:
+        """Run every constraint now (trusted commands only), log the outcome."""
+        from git_agentckpt.contracts.engine import run_check_now
+
+        return run_check_now(self, task)
+
+    def resume(
+        self,
+        task: str,
+        *,
+        from_checkpoint: str | None = None,
+        restore: bool = False,
+        accept_drift: bool = False,
+        no_rollback: bool = False,
+        brief_only: bool = False,
+        max_brief_tokens: int | None = None,
+    ) -> ResumeOutcome:
+        """The five resume steps (design section 3); leaves a recovery report."""
+        from git_agentckpt.recovery.flow import ResumeOptions, resume
+
+        if restore and accept_drift:
+            raise UsageError("--restore and --accept-drift exclude each other")
+        options = ResumeOptions(
+            from_checkpoint, restore, accept_drift, no_rollback, brief_only, max_brief_tokens
+        )
+        return resume(self, task, options)
+
+    def confirm(
+        self, task: str, restatement: str | None, by_human: bool = False
+    ) -> tuple[int, Verdict, dict[str, JSON]]:
+        """Shadow confirmation: check the agent's restatement; leaves `recovering` on a pass."""
+        from git_agentckpt.recovery.flow import confirm
+
+        status, verdict, result = confirm(self, task, restatement, by_human)
+        return int(status), verdict, result
+
+    def reports(self, task: str) -> list[dict[str, JSON]]:
+        """The recovery reports of `task`, oldest first (summaries)."""
+        from git_agentckpt.recovery.report import list_reports
+
+        return list_reports(self.repo, TaskName(task))
+
+    def report(self, task: str, report_id: str | None = None) -> dict[str, JSON]:
+        """One recovery report (the latest when no id is given), with its Markdown."""
+        from git_agentckpt.recovery.report import read_report, report_markdown
+
+        data = read_report(self.repo, TaskName(task), report_id)
+        return {**data, "markdown": report_markdown(data)}
+
+    # -- settings (.agent/ckpt.toml) ----------------------------------------------------
+
+    def config_get(self, key: str) -> Any:
+        """A setting's value (dotted key); a policy key not in the file gives its default."""
+        from git_agentckpt.config_edit import get_setting
+
+        return get_setting(self.repo.workdir, key)
+
+    def config_set(self, key: str, raw: str) -> Any:
+        """Set a setting, keeping the file's comments; validated first. The parsed value."""
+        from git_agentckpt.config_edit import set_setting
+        from git_agentckpt.tick import load_policy
+
+        value = set_setting(self.repo.workdir, key, raw)
+        self._settings = None
+        load_policy(self)
+        return value
+
+    # -- trust (design section 5): the CLI asks the person, at a terminal -------------
+
+    def pending_approvals(self) -> list[PendingCommand]:
+        """Command checks of the contract and of recent checkpoints not yet approved here."""
+        from git_agentckpt.contracts.approvals import pending_commands, tip_assertions
+        from git_agentckpt.contracts.engine import load_contract
+        from git_agentckpt.contracts.trust import TrustStore
+
+        contract = load_contract(self.repo.workdir)
+        return pending_commands(self.repo, contract, TrustStore(), tip_assertions(self))
+
+    def approve(self, pending: PendingCommand, note: str) -> None:
+        """Record a person's approval of one command (exact argv, this clone only)."""
+        from git_agentckpt.contracts.engine import repo_identity
+        from git_agentckpt.contracts.trust import TrustStore
+
+        TrustStore().approve(repo_identity(self.repo), pending.argv, note=note)
+
+    def approvals(self) -> list[TrustEntry]:
+        """The commands approved for this clone."""
+        from git_agentckpt.contracts.engine import repo_identity
+        from git_agentckpt.contracts.trust import TrustStore
+
+        return TrustStore().list(repo_identity(self.repo))
+
+    def revoke_approval(self, fingerprint: str) -> None:
+        """Remove one approval (its fingerprint or a unique prefix of 8+ digits)."""
+        from git_agentckpt.contracts.engine import repo_identity
+        from git_agentckpt.contracts.trust import TrustStore
+
+        if not TrustStore().revoke(repo_identity(self.repo), fingerprint):
+            raise NotFound(f"no approval {fingerprint!r} for this repository", hint="see --list")
+
+    def repo_identity(self) -> str:
+        """What approvals are bound to: this clone."""
+        from git_agentckpt.contracts.engine import repo_identity
+
+        return repo_identity(self.repo)
+
+    # -- sharing (design section 6) and housekeeping ----------------------------------
 
     def fetch(self, remote: str = "origin") -> ShareResult:
         """Fetch another clone's audit trail from `remote` and merge it into ours."""
@@ -135,471 +263,77 @@ class Checkpointer:
 
         return share.push(self.repo, self.log, remote)
 
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = load_settings(self.repo.workdir)
-            self.repo.max_file_size = self._settings.max_file_size
-        return self._settings
+    def doctor(self, dry_run: bool = False) -> DoctorReport:
+        """Stale locks and temporary files of killed writers, removed when provably orphaned."""
+        return doctor(self.repo.workdir, dry_run=dry_run)
 
-    # -- tasks ------------------------------------------------------------------------
 
-    def init(self) -> tuple[list[str], list[str]]:
-        return init_files(self.repo.workdir)
+def parse_assertion_specs(given: Sequence[Any]) -> list[JSON]:
+    """`--assert` specs (`file_exists:PATH`, …) and `{id, check}` mappings as check objects."""
+    if not given:
+        return []  # the common case: no YAML parser, no contracts module to import
+    from git_agentckpt.contracts.schema import assertion_from_spec, parse_assertions
 
-    def tasks(self) -> list[TaskName]:
-        names = {t.name for t in self.log.tasks()} | {t.name for t in self.store.tasks()}
-        return [TaskName(n) for n in sorted(names)]
+    out: list[JSON] = [assertion_from_spec(a).to_json() for a in given if isinstance(a, str)]
+    mappings = [dict(a) for a in given if not isinstance(a, str)]
+    if mappings:
+        out.extend(a.to_json() for a in parse_assertions(mappings, source="assertions"))
+    return out
 
-    def resolve_task(self, task: str | None) -> TaskName:
-        """-t TASK, then $GIT_CKPT_TASK, then the single active task."""
-        name = task or os.environ.get("GIT_CKPT_TASK")
-        if name:
-            return TaskName(name)
-        active = []
-        for t in self.tasks():
-            try:
-                state, _ = current_state(self.store, self.log, t)
-            except CkptError as exc:  # one damaged task does not stop the others
-                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
-                continue
-            if state is not None and state.get("status") in ("active", "recovering"):
-                active.append(t.name)
-        if len(active) == 1:
-            return TaskName(active[0])
-        if not active:
-            raise UsageError(
-                "no active task",
-                hint="name one with -t TASK or start one with `git ckpt task start`",
-            )
-        raise UsageError(
-            f"{len(active)} active tasks ({', '.join(active)}): which one?",
-            hint="name it with -t TASK or set GIT_CKPT_TASK",
-        )
 
-    def state(self, task: str | TaskName) -> dict[str, JSON]:
-        """The current state; events replay refused are skipped and named in `warnings`."""
-        t = task if isinstance(task, TaskName) else TaskName(task)
-        view = read_task(self.store, self.log, t)
-        for skipped in view.skipped:
-            self.store.warn(f"task {t}: {skipped.one_line()}")
-        if view.state is None:
-            raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
-        return view.state
+def demo(directory: str | None, *, keep: bool, echo: Callable[[str], None]) -> int:
+    """The scripted research task of `git ckpt demo`, in a throwaway repository."""
+    from git_agentckpt.recovery.demo import run_demo
 
-    def suspect_claims(self, task: str | TaskName) -> list[SuspectClaim]:
-        """Claims of the current state that the checkpoint history does not back."""
-        t = task if isinstance(task, TaskName) else TaskName(task)
-        view = read_task(self.store, self.log, t)
-        if view.state is None:
-            raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
-        return unsupported_claims(self.store, t, view.state, view.tip)
+    return run_demo(directory, keep=keep, echo=echo)
 
-    def task_start(
-        self,
-        task: str,
-        goal: str,
-        steps: Sequence[tuple[str, str]] = (),
-        constraints: Sequence[str] = (),
-        run: RunInfo | None = None,
-    ) -> Checkpoint:
-        t = TaskName(task)
-        t.check_no_prefix_clash(self.tasks())
-        state = new_state(t.name, goal, list(steps), list(constraints))
-        if self.repo.read_ref(t.checkpoints_ref) is not None:
-            raise UsageError(
-                f"task {task!r} already exists", hint=f"see `git ckpt task show {task}`"
-            )
-        if self.log.exists(t):
-            # a start cut off between its task.start event and its first checkpoint (a
-            # crash, a full disk): the same start completes it, a different one is refused
-            logged, _ = current_state(self.store, self.log, t)
-            same = logged is not None and all(
-                logged.get(k) == state.get(k) for k in ("goal", "steps", "constraints")
-            )
-            if not same:
-                raise UsageError(
-                    f"task {task!r} already exists (its first checkpoint never committed)",
-                    hint=f"run `git ckpt create -t {task}` to complete it as it was started",
-                )
-        else:
-            self.log.append(t, [NewEvent("task.start", data={"state": state})])
-        made = self.create(task=t.name, message="task start", trigger="task_start", run=run)
-        if os.path.isdir(os.path.join(self.repo.workdir, CONTRACTS_DIR)):
-            from git_agentckpt.contracts.engine import record_watched
 
-            with contextlib.suppress(CkptError):  # a bad contract: `check` will say so
-                record_watched(self, t)  # files no snapshot holds, under the path globs
-        return made
+# -- what works on any repository, bare or not (a server's too) ------------------------
 
-    # -- checkpoints ------------------------------------------------------------------
 
-    def _record_env(self, state: dict[str, JSON], light: bool, run: RunInfo | None) -> None:
-        env = state.setdefault("env", {})
-        assert isinstance(env, dict)
-        env["tools"] = tool_versions()
-        if self.settings.env_files and not light:
-            env["files"] = file_hashes(self.repo.workdir, self.settings.env_files)
-        if run is None:
-            return
-        if run.model:
-            env["model"] = {"name": run.model, "version": run.model_version}
-        if run.params:
-            params = env.setdefault("params", {})
-            assert isinstance(params, dict)
-            params.update(run.params)
-        if run.usage:
-            usage = state.setdefault("usage", {})
-            assert isinstance(usage, dict)
-            usage.update(run.usage)
+def doctor(path: str = ".", dry_run: bool = False) -> DoctorReport:
+    """Stale locks and temporary files of killed writers, removed when provably orphaned."""
+    from git_agentckpt.git.repo import GitRepo
+    from git_agentckpt.store.doctor import doctor as run_doctor
 
-    def create(
-        self,
-        task: str | None = None,
-        message: str = "",
-        light: bool = False,
-        trigger: str = "manual",
-        step: str | None = None,
-        state: Mapping[str, JSON] | None = None,
-        run: RunInfo | None = None,
-        force: bool = False,
-        actor: str | None = None,
-        assertions: Sequence[str | Mapping[str, Any]] = (),
-        _state_override: dict[str, JSON] | None = None,
-        _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
-    ) -> Checkpoint:
-        """Take a checkpoint; `state` is a patch merged into the current task state.
+    return run_doctor(GitRepo.discover(path, allow_bare=True), dry_run=dry_run)
 
-        `assertions` are `--assert` specs (`file_exists:PATH`, …) or mappings
-        `{"id": …, "check": {…}}`; they are checked on resume.
-        """
-        t = self.resolve_task(task)
-        checks = self._assertions(assertions)
 
-        def compute_state() -> dict[str, JSON]:
-            """Runs under the task's lock (and again on each retry): see CheckpointStore."""
-            if _state_override is not None:  # resume: the state of the checkpoint it stands for
-                current: dict[str, JSON] | None = json.loads(json.dumps(_state_override))
-            else:
-                current, _ = current_state(self.store, self.log, t)
-            if current is None:  # an agent checkpointing a task nobody started: start it
-                t.check_no_prefix_clash(self.tasks())
-                current = new_state(t.name, "", [], [])
-                self.log.append(t, [NewEvent("task.start", data={"state": current})])
-            if current.get("status") == "recovering" and not force:
-                raise RecoveringError(
-                    f"task {t} is recovering: confirm the restatement first",
-                    hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
-                )
-            new = _transform(current) if _transform is not None else current
-            if state:
-                check_external_patch(new, state)
-                new = merge_update(new, state)
-            if step is not None and find_step(new, step) is None:
-                raise NotFound(f"task {t} has no step {step!r}")
-            new = normalize_state(json.loads(json.dumps(new)))
-            self._record_env(new, light, run)
-            return new
+def install_hooks(path: str = ".") -> list[str]:
+    """Install the reference-transaction shim (chaining a hook the user had)."""
+    from git_agentckpt import hooks
+    from git_agentckpt.git.repo import GitRepo
 
-        started = time.perf_counter()
-        made = self.store.create(
-            t,
-            message=message,
-            light=light,
-            trigger=trigger,
-            step=step,
-            state=compute_state,
-            secret_paths=self.settings.secret_paths,
-            actor={"agent": actor} if actor else None,
-            assertions=checks,
-        )
-        if not light:
-            record_cost(self.repo, time.perf_counter() - started)
-        return made
+    return hooks.install(GitRepo.discover(path, allow_bare=True))
 
-    def _assertions(self, given: Sequence[str | Mapping[str, Any]]) -> list[JSON]:
-        out: list[JSON] = []
-        if not given and not self.settings.key_inputs:
-            return out  # the common case: no YAML parser, no contracts module to import
-        from git_agentckpt.contracts.schema import assertion_from_spec, parse_assertions
 
-        mappings = [dict(a) for a in given if not isinstance(a, str)]
-        for a in given:
-            if isinstance(a, str):
-                out.append(assertion_from_spec(a).to_json())
-        if mappings:
-            out.extend(a.to_json() for a in parse_assertions(mappings, source="assertions"))
-        if self.settings.key_inputs:
-            from git_agentckpt.contracts.engine import key_input_assertions
+def uninstall_hooks(path: str = ".") -> list[str]:
+    """Remove the shim and put back a hook it had chained."""
+    from git_agentckpt import hooks
+    from git_agentckpt.git.repo import GitRepo
 
-            out.extend(key_input_assertions(self.repo.workdir, self.settings.key_inputs))
-        return out
+    return hooks.uninstall(GitRepo.discover(path, allow_bare=True))
 
-    # -- steps ------------------------------------------------------------------------
 
-    def step_start(
-        self, task: str, step_id: str, force: bool = False, risk: str | None = None
-    ) -> Event:
-        """`step.start`; a high-risk step first gets a full `pre_expensive_step` checkpoint."""
-        t = TaskName(task)
-        state = self.state(t)
-        if state.get("status") == "recovering" and not force:
-            raise RecoveringError(
-                f"task {t} is recovering: confirm the restatement first",
-                hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
-            )
-        step = find_step(state, step_id)
-        if step is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        status = step["status"]
-        kinds = {"pending": "start", "in_progress": "redo", "failed": "retry"}
-        if status not in kinds:
-            from git_agentckpt.contracts.drift import record_refused_start
+def hooks_status(path: str = ".") -> dict[str, str]:
+    """Whether each hook is installed."""
+    from git_agentckpt import hooks
+    from git_agentckpt.git.repo import GitRepo
 
-            record_refused_start(self.log, t, step_id, str(status))
-            raise UsageError(
-                f"step {step_id!r} is {status}; only pending, in_progress or failed steps start",
-            )
-        risk = risk or (str(step["risk"]) if step.get("risk") else None)
-        data: dict[str, JSON] = {"mode": kinds[str(status)]}
-        if risk:
-            data["risk"] = risk
-        if risk == "high":
-            from git_agentckpt.tick import load_policy
+    return hooks.status(GitRepo.discover(path, allow_bare=True))
 
-            if load_policy(self).pre_expensive_step:
-                pre = self.create(
-                    t.name,
-                    message=f"before high-risk step {step_id}",
-                    trigger="pre_expensive_step",
-                    step=step_id,
-                    force=force,
-                )
-                data["checkpoint"] = pre.commit
-        return self.log.append(t, [NewEvent("step.start", links={"step": step_id}, data=data)])[0]
 
-    def tick(self, task: str | None = None, **signals: Any) -> Any:
-        """Decide none/light/full from `signals` (Signals fields), act, log the decision."""
-        from git_agentckpt.tick import tick as run_tick
-        from git_agentckpt.triggers import Signals
+def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
+    """The body of a git hook shim (`hooks/`); its exit status."""
+    from git_agentckpt import hooks
 
-        signals.setdefault("now", time.time())
-        return run_tick(self, task, Signals(**signals), set(signals) - {"now"})
+    if name != "reference-transaction":
+        raise UsageError(f"unknown hook {name!r}")
+    return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
 
-    def step_done(
-        self, task: str, step_id: str, outputs: JSON = None, run: RunInfo | None = None
-    ) -> Checkpoint:
-        """`step.end`, then the full checkpoint whose note marks the step done."""
-        t = TaskName(task)
-        state = self.state(t)
-        step = find_step(state, step_id)
-        if step is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        if step["status"] not in ("in_progress", "pending", "failed"):
-            raise UsageError(f"step {step_id!r} is {step['status']}, it cannot be done again")
-        self.log.append(
-            t,
-            [
-                NewEvent(
-                    "step.end", links={"step": step_id}, data={"status": "done", "outputs": outputs}
-                )
-            ],
-        )
-        crash_point("step.end")
 
-        def mark_done(current: dict[str, JSON]) -> dict[str, JSON]:
-            done = find_step(current, step_id)
-            if done is None:  # cannot happen: steps are never removed
-                raise NotFound(f"task {t} has no step {step_id!r}")
-            done["status"] = "done"
-            done["outputs"] = outputs
-            if current.get("current_step") == step_id:
-                current["current_step"] = None
-            steps = [s for s in current.get("steps") or [] if isinstance(s, dict)]
-            if all(s.get("status") in ("done", "skipped") for s in steps):
-                current["status"] = "done"
-            return current
+def load_assertions_text(text: str, source: str) -> list[JSON]:
+    """The assertions of a YAML or JSON file (a list of `{id, check}`) as check objects."""
+    from git_agentckpt.contracts.schema import load_assertions_text as load
 
-        return self.create(
-            task=t.name,
-            message=f"step {step_id} done",
-            trigger="step_end",
-            step=step_id,
-            run=run,
-            force=True,
-            _transform=mark_done,
-        )
-
-    def step_fail(self, task: str, step_id: str, outputs: JSON = None) -> Event:
-        t = TaskName(task)
-        state = self.state(t)
-        if find_step(state, step_id) is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        return self.log.append(
-            t,
-            [
-                NewEvent(
-                    "step.end",
-                    links={"step": step_id},
-                    data={"status": "failed", "outputs": outputs},
-                )
-            ],
-        )[0]
-
-    # -- events -----------------------------------------------------------------------
-
-    def append_events(self, task: str, events: Sequence[EventLike]) -> list[Event]:
-        """Append a batch of events in one commit (one compare-and-swap).
-
-        Types that change state or prove the write-ahead order (`task.*`,
-        `step.*`, `checkpoint.*`, `recovery.*`, …) are refused: the tool writes them.
-        """
-        batch = [_as_new_event(e) for e in events]
-        for ev in batch:
-            check_external_event_type(ev.type)
-        return self.log.append(TaskName(task), batch)
-
-    def event(
-        self,
-        task: str,
-        type_: str,
-        payload: Mapping[str, JSON] | None = None,
-        actor: str | None = None,
-    ) -> Event:
-        return self.append_events(task, [NewEvent.from_payload(type_, payload or {}, actor)])[0]
-
-    def events(self, task: str, limit: int | None = None) -> list[Event]:
-        t = TaskName(task)
-        if not self.log.exists(t):
-            raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
-        if limit is None:
-            return self.log.read(t)
-        out: list[Event] = []
-        for ev in self.log.iter_back(t):
-            if len(out) >= limit:
-                break
-            out.append(ev)
-        out.reverse()
-        return out
-
-    # -- reading checkpoints ----------------------------------------------------------
-
-    def checkpoints(self, task: str | None = None) -> list[Checkpoint]:
-        tasks = [TaskName(task)] if task else self.store.tasks()
-        if task and not self.repo.read_ref(tasks[0].checkpoints_ref) and not self.log.exists(
-            tasks[0]
-        ):
-            raise NotFound(f"no task {task!r}", hint="see `git ckpt list` for the tasks")
-        out: list[Checkpoint] = []
-        for t in tasks:
-            if task:  # the task asked for: its damage is the error
-                out.extend(self.store.chain(t))
-                continue
-            try:
-                out.extend(list(self.store.chain(t)))
-            except CkptError as exc:  # listing every task: report it, list the others
-                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
-        return out
-
-    @property
-    def warnings(self) -> list[str]:
-        """Damaged records the reads so far skipped, one line each (named, with their task)."""
-        return self.store.warnings
-
-    def task_summaries(self) -> list[dict[str, JSON]]:
-        """One row per task (status, goal, current step, steps done); damaged tasks skipped."""
-        rows: list[dict[str, JSON]] = []
-        for t in self.tasks():
-            try:
-                state = self.state(t)
-            except CkptError as exc:
-                self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
-                continue
-            rows.append(
-                {
-                    "task": t.name,
-                    "status": state.get("status"),
-                    "goal": state.get("goal"),
-                    "current_step": state.get("current_step"),
-                    "done": len(state.get("done") or []),
-                    "steps": len(state.get("steps") or []),
-                }
-            )
-        return rows
-
-    def resolve(self, name: str) -> Checkpoint:
-        return self.store.resolve(name)
-
-    def show(self, name: str) -> dict[str, JSON]:
-        ckpt = self.resolve(name)
-        return {
-            "checkpoint": ckpt.to_json(),
-            "state": self.store.state_note(ckpt.commit),
-            "assertions": self.store.assertions_note(ckpt.commit),
-        }
-
-    def diff(self, a: str, b: str) -> dict[str, JSON]:
-        from git_agentckpt.store.diff import state_changes
-
-        ca, cb = self.resolve(a), self.resolve(b)
-        files = [
-            {"status": c.status, "path": c.path, "old": c.old_id, "new": c.new_id}
-            for c in self.repo.diff_trees(ca.tree, cb.tree)
-        ]
-        sa = self.store.state_note(ca.commit) or {}
-        sb = self.store.state_note(cb.commit) or {}
-        return {
-            "from": ca.to_json(),
-            "to": cb.to_json(),
-            "files": files,
-            "state": state_changes(sa, sb),
-        }
-
-    # -- restore ----------------------------------------------------------------------
-
-    def restore(self, name: str, dry_run: bool = False) -> RestoreResult:
-        target = self.resolve(name)
-        task = TaskName(target.task)
-        current_tree = snapshot_tree(self.repo, self.settings.secret_paths)
-        plan, secret = _without_secrets(
-            plan_restore(
-                self.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
-            ),
-            self.settings.secret_paths,
-        )
-        safety: Checkpoint | None = None
-        changes = plan.writes or plan.deletes
-        if changes and not dry_run:
-            known = {c.tree for c in self.store.chain(task)}
-            for t in self.store.tasks():
-                with contextlib.suppress(CkptError):  # a damaged task holds no known tree
-                    if (tip := self.store.tip(t)) is not None:
-                        known.add(tip.tree)
-            if current_tree not in known:
-                msg = f"safety before restoring {target.id}"
-                self.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
-                safety = self.create(task.name, message=msg, trigger="pre_restore", force=True)
-            apply_restore(self.repo, plan)
-            self.log.append(
-                task,
-                [
-                    NewEvent(
-                        "workspace.restore",
-                        links={"checkpoint": target.commit},
-                        data={
-                            "written": len(plan.writes),
-                            "deleted": len(plan.deletes),
-                            "safety": safety.commit if safety else None,
-                        },
-                    )
-                ],
-            )
-        return RestoreResult(
-            target=target,
-            written=tuple(c.path for c in plan.writes),
-            deleted=tuple(c.path for c in plan.deletes),
-            skipped=plan.skipped,
-            safety=safety,
-            dry_run=dry_run,
-            secret=tuple(secret),
-        )
+    return [a.to_json() for a in load(text, source)]

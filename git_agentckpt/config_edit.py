@@ -1,35 +1,29 @@
-"""Edit one key of a TOML file in place, keeping every comment and key it does not touch.
+"""`.agent/ckpt.toml` read and edited one key at a time, keeping every comment and key.
 
 `git ckpt config set` goes through tomlkit, which keeps the document as
 written (comments, order, spacing, quoting) and changes only the value it is
 told to. The result is read back with tomllib before it is returned.
-`render_value` (tomli-w) renders values for the settings template `init`
-writes.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-import tomli_w
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from git_agentckpt.errors import UsageError
+from git_agentckpt.errors import NotFound, UsageError
+from git_agentckpt.settings import SETTINGS_PATH, settings_from_doc
+from git_agentckpt.triggers import Policy
 
 
 @dataclass(frozen=True)
 class Edited:
     text: str
     kept_comments: bool  # always True with tomlkit; kept for the --json output
-
-
-def render_value(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(render_value(v) for v in value) + "]"
-    return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
 
 
 def lookup(doc: dict[str, Any], dotted: str) -> Any:
@@ -71,3 +65,57 @@ def parse_value(raw: str) -> Any:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
+
+
+def get_setting(workdir: str, key: str) -> Any:
+    """The value of dotted `key` in the settings file (a policy default when it is absent)."""
+    try:
+        with open(os.path.join(workdir, SETTINGS_PATH), "rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        doc = {}
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{SETTINGS_PATH}: {exc}") from exc
+    try:
+        return lookup(doc, key)
+    except KeyError:
+        table, _, name = key.rpartition(".")
+        defaults = Policy().to_mapping()
+        if table == "policy" and name in defaults:
+            return defaults[name]  # not in the file: the default in force
+        raise NotFound(
+            f"no setting {key!r} in {SETTINGS_PATH}",
+            hint="see `man git-ckpt`, section SETTINGS",
+        ) from None
+
+
+def set_setting(workdir: str, key: str, raw: str) -> Any:
+    """Set dotted `key` to `raw` (TOML when it parses, else text); the parsed value.
+
+    The edited file is validated (settings and policy) before it replaces the
+    old one: a refused value leaves the file as it was."""
+    if "." not in key or any(not part for part in key.split(".")):
+        raise UsageError(
+            f"invalid key {key!r}", hint="use TABLE.KEY, e.g. policy.light_every_calls"
+        )
+    path = os.path.join(workdir, SETTINGS_PATH)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            old = fh.read()
+    except FileNotFoundError:
+        old = ""
+    parsed = parse_value(raw)
+    edited = set_key(old, key, parsed)
+    try:
+        doc = tomllib.loads(edited.text)
+        settings_from_doc(doc)
+        Policy.from_mapping(doc.get("policy", {}))
+    except (ValueError, tomllib.TOMLDecodeError, UsageError) as exc:
+        msg = exc.message if isinstance(exc, UsageError) else str(exc)
+        raise UsageError(f"{key} = {raw!r} refused: {msg}") from exc
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(edited.text)
+    os.replace(tmp, path)
+    return parsed

@@ -20,6 +20,7 @@ TASK_STATUSES = ("active", "recovering", "done", "failed")
 STEP_STATUSES = ("pending", "in_progress", "done", "failed", "skipped")
 StepStatus = Literal["pending", "in_progress", "done", "failed", "skipped"]
 STATE_EVENTS = ("task.start", "step.start", "step.end", "state.update")
+REFUSED_START_EVENT = "step.start_refused"  # `step start` refused a done or skipped step
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")

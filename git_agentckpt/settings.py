@@ -168,10 +168,18 @@ constraints: []
 """
 
 
+def render_value(value: Any) -> str:
+    """A value as TOML writes it (tomli-w), for the template `init` writes."""
+    import tomli_w  # only `init` writes TOML from scratch
+
+    if isinstance(value, list):
+        return "[" + ", ".join(render_value(v) for v in value) + "]"
+    return tomli_w.dumps({"x": value}).split("=", 1)[1].strip()
+
+
 def settings_template() -> str:
     """The file `init` writes: every default, one key a line, each policy key explained."""
-    from git_agentckpt.config_edit import render_value
-    from git_agentckpt.triggers import POLICY_DOCS, Policy
+    from git_agentckpt.triggers import POLICY_DOCS, Policy  # only `init` needs the policy
 
     out = [SETTINGS_HEADER]
     for table, values in default_settings_document().items():

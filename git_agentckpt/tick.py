@@ -10,7 +10,7 @@ still owed by an earlier 5% demotion from the last `trigger.decision` event.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from git_agentckpt.errors import UsageError
 from git_agentckpt.model import JSON, NewEvent, RunInfo
@@ -18,10 +18,8 @@ from git_agentckpt.settings import SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
 from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.workspace import Workspace
 from git_agentckpt.triggers import Decision, Policy, Signals, decide
-
-if TYPE_CHECKING:
-    from git_agentckpt.api import Checkpointer
 
 CALL_TYPES = ("tool.call", "model.call")
 
@@ -42,7 +40,7 @@ class TickResult:
         }
 
 
-def load_policy(ck: Checkpointer) -> Policy:
+def load_policy(ck: Workspace) -> Policy:
     try:
         return Policy.from_mapping(ck.settings.table("policy"))
     except ValueError as exc:
@@ -64,7 +62,7 @@ def _share(usage: Any) -> float | None:
 
 
 def _scan(
-    ck: Checkpointer, task: TaskName, tip: Checkpoint | None, last_full: Checkpoint | None
+    ck: Workspace, task: TaskName, tip: Checkpoint | None, last_full: Checkpoint | None
 ) -> tuple[int, int, bool]:
     """One walk back through the log to the last full checkpoint's `prepare`.
 
@@ -90,7 +88,7 @@ def _scan(
     return calls, steps, bool(owed)
 
 
-def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: set[str]) -> Signals:
+def derive_signals(ck: Workspace, task: TaskName, given: Signals, explicit: set[str]) -> Signals:
     """Fill in what the caller did not give (`explicit` names the fields it gave)."""
     chain = ck.store.chain(task)
     tip = next(chain, None)
@@ -113,7 +111,7 @@ def derive_signals(ck: Checkpointer, task: TaskName, given: Signals, explicit: s
     return replace(given, **{k: v for k, v in derived.items() if k not in explicit})
 
 
-def tick(ck: Checkpointer, task: str | None, given: Signals, explicit: set[str]) -> TickResult:
+def tick(ck: Workspace, task: str | None, given: Signals, explicit: set[str]) -> TickResult:
     t = ck.resolve_task(task)
     policy = load_policy(ck)
     signals = derive_signals(ck, t, given, explicit)

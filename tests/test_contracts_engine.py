@@ -161,7 +161,7 @@ def test_key_input_assertions_catch_a_changed_config(tmp_path: Path) -> None:
     assert [r.status for r in results] == ["fail", "pass", "pass"]
     assert "configs/exp.yaml: sha256 is" in results[0].detail
     for bad in ("/etc/passwd", "../x", ""):
-        with pytest.raises(ContractError, match="key_inputs"):
+        with pytest.raises(UsageError, match="key_inputs"):
             key_input_assertions(str(tmp_path), [bad])
 
 

@@ -19,7 +19,6 @@ from git_agentckpt.contracts.drift import (
     detect_drift,
     recommendation,
     record_drift,
-    record_refused_start,
 )
 from git_agentckpt.contracts.engine import context_drop_setting, run_check_now
 from git_agentckpt.errors import UsageError
@@ -101,16 +100,18 @@ def test_refused_start_of_a_done_step_raises_the_alarm_at_once(task: Checkpointe
     ck = task
     ck.step_start("t", "s1")
     ck.step_done("t", "s1")
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="step 's1' is done"):
         ck.step_start("t", "s1")
-    before = len(drift_events(ck))  # 0, or 1 once the facade records its refusals itself
-    written = record_refused_start(ck.log, T, "s1", "done")
-    assert [e.type for e in written] == [REFUSED_START_EVENT, DRIFT_EVENT]
-    assert written[1].data["evidence"] == [written[0].id]
+    refused, alarm = ck.events("t")[-2:]
+    assert (refused.type, alarm.type) == (REFUSED_START_EVENT, DRIFT_EVENT)
+    assert alarm.data["evidence"] == [refused.id]
     assert run_check_now(ck, "t").drift == ()  # already recorded: no duplicate
-    assert len(drift_events(ck)) == before + 1
-    assert record_refused_start(ck.log, T, "s2", "skipped")[0].type == REFUSED_START_EVENT
-    assert len(drift_events(ck)) == before + 1
+    assert len(drift_events(ck)) == 1
+    ck.create("t", state={"steps": [{"id": "s2", "status": "skipped"}]})
+    with pytest.raises(UsageError, match="step 's2' is skipped"):
+        ck.step_start("t", "s2")  # refused and logged, but a skipped step is no drift
+    assert ck.events("t")[-1].type == REFUSED_START_EVENT
+    assert len(drift_events(ck)) == 1
 
 
 def test_restarting_a_step_reopened_by_a_checkpoint_is_no_drift(task: Checkpointer) -> None:

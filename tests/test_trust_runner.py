@@ -28,10 +28,9 @@ from git_agentckpt.contracts.schema import Check, parse_check
 from git_agentckpt.contracts.trust import (
     TrustStore,
     default_trust_path,
-    escape_control,
-    escape_for_display,
     fingerprint,
 )
+from git_agentckpt.display import escape_control, escape_for_display
 from git_agentckpt.errors import CorruptError, UnknownVersion, UsageError
 
 REPO = "/home/u/project/.git"

@@ -122,11 +122,11 @@ def create(ctx: click.Context, /, **kw: Any) -> None:
 
 
 def _load_assertions_file(ctx: click.Context, name: str) -> list[Any]:
+    from git_agentckpt.api import load_assertions_text
     from git_agentckpt.cli.common import read_input_text
-    from git_agentckpt.contracts.schema import load_assertions_text
 
     text, _ = read_input_text(name, "assertions", ctx)
-    return [a.to_json() for a in load_assertions_text(text, name)]
+    return load_assertions_text(text, name)
 
 
 @cli.command(name="list")

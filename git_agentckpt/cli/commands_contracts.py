@@ -9,7 +9,8 @@ import click
 from git_agentckpt.cli.common import open_ckpt
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option, short
-from git_agentckpt.errors import NotFound, UsageError
+from git_agentckpt.display import escape_control, escape_for_display
+from git_agentckpt.errors import UsageError
 
 
 def _stdin_is_terminal() -> bool:
@@ -18,8 +19,6 @@ def _stdin_is_terminal() -> bool:
 
 
 def _shown(text: str) -> str:
-    from git_agentckpt.contracts.trust import escape_control
-
     return escape_control(text)
 
 
@@ -36,11 +35,9 @@ def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: b
     Logs constraint.check, one constraint.violation per failure and any
     drift.suspected to the task's log (nothing is logged without a task).
     """
-    from git_agentckpt.contracts.engine import run_check_now
-
     if task and task_opt and task != task_opt:
         raise UsageError(f"two different tasks: {task!r} and {task_opt!r}")
-    outcome = run_check_now(open_ckpt(ctx), task or task_opt)
+    outcome = open_ckpt(ctx).check(task or task_opt)
     if as_json:
         emit_json(outcome.to_json())
         ctx.exit(outcome.exit_status)
@@ -80,34 +77,27 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
     An approval binds the exact argv to this clone and lives in
     $XDG_CONFIG_HOME/git-ckpt/trust, never in the repository.
     """
-    from git_agentckpt.contracts.approvals import pending_commands, tip_assertions
-    from git_agentckpt.contracts.engine import load_contract, repo_identity
-    from git_agentckpt.contracts.trust import TrustStore, escape_for_display
-
     if list_ and revoke:
         raise UsageError("--list and --revoke do not go together")
     ck = open_ckpt(ctx)
-    store, repo_id = TrustStore(), repo_identity(ck.repo)
     if revoke is not None:
-        if not store.revoke(repo_id, revoke):
-            raise NotFound(f"no approval {revoke!r} for this repository", hint="see --list")
+        ck.revoke_approval(revoke)
         if as_json:
             emit_json({"revoked": revoke})
         else:
             click.echo(f"revoked {revoke}")
         return
     if list_:
-        entries = store.list(repo_id)
+        entries = ck.approvals()
         if as_json:
             emit_json([e.to_json() for e in entries])
             return
         for e in entries:
             click.echo(f"{e.fingerprint[:16]}  {e.approved_at}  {escape_for_display(e.argv)}")
         if not entries:
-            click.echo(f"no approved command for {repo_id}")
+            click.echo(f"no approved command for {ck.repo_identity()}")
         return
-    contract = load_contract(ck.repo.workdir)
-    pending = pending_commands(ck.repo, contract, store, tip_assertions(ck))
+    pending = ck.pending_approvals()
     if not pending:
         if as_json:
             emit_json({"pending": [], "approved": []})
@@ -128,7 +118,7 @@ def trust(ctx: click.Context, list_: bool, revoke: str | None, as_json: bool) ->
         click.echo(f"  command:     {escape_for_display(p.argv)}")
         click.echo(f"  fingerprint: {p.fingerprint}")
         if click.confirm("Allow git ckpt to run this command in this clone?", default=False):
-            store.approve(repo_id, p.argv, note=f"{kind} {p.constraint}")
+            ck.approve(p, note=f"{kind} {p.constraint}")
             approved.append(p.fingerprint)
             click.echo("  approved")
         else:

@@ -18,11 +18,9 @@ from git_agentckpt.errors import Exit
 @click.pass_context
 def doctor(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Remove stale *.lock and tmp_* files left by killed writers (when provably unused)."""
-    from git_agentckpt.git.repo import GitRepo
-    from git_agentckpt.store.doctor import doctor as run_doctor
+    from git_agentckpt.api import doctor as run_doctor
 
-    repo = GitRepo.discover(root_path(ctx), allow_bare=True)
-    report = run_doctor(repo, dry_run=dry_run)
+    report = run_doctor(root_path(ctx), dry_run=dry_run)
     if as_json:
         emit_json(report.to_json())
     elif not report.findings:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import time
-import tomllib
 from typing import Any
 
 import click
@@ -13,7 +10,6 @@ import click
 from git_agentckpt.cli.common import open_ckpt
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
-from git_agentckpt.errors import NotFound, UsageError
 
 _INT = click.IntRange(min=0)
 _FLOAT = click.FloatRange(min=0)
@@ -62,17 +58,8 @@ def signal_options(f: Any) -> Any:
 @click.pass_context
 def tick(ctx: click.Context, /, task: str | None, as_json: bool, **given: Any) -> None:
     """Decide none, light or full from the signals, take it, and log why."""
-    from git_agentckpt.tick import tick as run_tick
-    from git_agentckpt.triggers import Signals
-
     fields = {k: v for k, v in given.items() if v is not None and v is not False}
-    explicit = set(fields)
-    fields.setdefault("now", time.time())
-    try:
-        signals = Signals(**fields)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    result = run_tick(open_ckpt(ctx), task, signals, explicit)
+    result = open_ckpt(ctx).tick(task, **fields)
     if as_json:
         emit_json(result.to_json())
         return
@@ -88,42 +75,13 @@ def config() -> None:
     """Read and write settings in .agent/ckpt.toml (comments are kept)."""
 
 
-def _settings_path(ctx: click.Context) -> tuple[Any, str]:
-    from git_agentckpt.settings import SETTINGS_PATH
-
-    ck = open_ckpt(ctx)
-    return ck, os.path.join(ck.repo.workdir, SETTINGS_PATH)
-
-
 @config.command(name="get")
 @click.argument("key")
 @json_option
 @click.pass_context
 def config_get(ctx: click.Context, key: str, as_json: bool) -> None:
     """Print the value of KEY (dotted, e.g. policy.light_every_calls)."""
-    from git_agentckpt.config_edit import lookup
-    from git_agentckpt.triggers import Policy
-
-    _, path = _settings_path(ctx)
-    try:
-        with open(path, "rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        doc = {}
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f".agent/ckpt.toml: {exc}") from exc
-    try:
-        value = lookup(doc, key)
-    except KeyError:
-        table, _, name = key.rpartition(".")
-        defaults = Policy().to_mapping()
-        if table == "policy" and name in defaults:
-            value = defaults[name]  # not in the file: the default in force
-        else:
-            raise NotFound(
-                f"no setting {key!r} in .agent/ckpt.toml",
-                hint="see `man git-ckpt`, section SETTINGS",
-            ) from None
+    value = open_ckpt(ctx).config_get(key)
     if as_json:
         emit_json({"key": key, "value": value})
     else:
@@ -137,41 +95,8 @@ def config_get(ctx: click.Context, key: str, as_json: bool) -> None:
 @click.pass_context
 def config_set(ctx: click.Context, key: str, value: str, as_json: bool) -> None:
     """Set KEY to VALUE (TOML: 10, 0.5, true, [0.8, 0.95], or text), keeping comments."""
-    from git_agentckpt.config_edit import parse_value, set_key
-    from git_agentckpt.settings import settings_from_doc
-    from git_agentckpt.tick import load_policy
-
-    if "." not in key or any(not part for part in key.split(".")):
-        raise UsageError(
-            f"invalid key {key!r}", hint="use TABLE.KEY, e.g. policy.light_every_calls"
-        )
-    ck, path = _settings_path(ctx)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            old = fh.read()
-    except FileNotFoundError:
-        old = ""
-    parsed = parse_value(value)
-    edited = set_key(old, key, parsed)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(edited.text)
-    # validate the result before it replaces the file
-    from git_agentckpt.triggers import Policy
-
-    try:
-        doc = tomllib.loads(edited.text)
-        settings_from_doc(doc)
-        Policy.from_mapping(doc.get("policy", {}))
-    except (ValueError, tomllib.TOMLDecodeError, UsageError) as exc:
-        os.unlink(tmp)
-        msg = exc.message if isinstance(exc, UsageError) else str(exc)
-        raise UsageError(f"{key} = {value!r} refused: {msg}") from exc
-    os.replace(tmp, path)
-    ck._settings = None
-    load_policy(ck)
+    parsed = open_ckpt(ctx).config_set(key, value)
     if as_json:
-        emit_json({"key": key, "value": parsed, "kept_comments": edited.kept_comments})
+        emit_json({"key": key, "value": parsed, "kept_comments": True})
     else:
         click.echo(f"{key} = {json.dumps(parsed)}")

@@ -7,7 +7,6 @@ import click
 from git_agentckpt.cli.common import open_ckpt, read_input_text
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
-from git_agentckpt.errors import UsageError
 
 
 @cli.command()
@@ -53,15 +52,15 @@ def resume(
     as_json: bool,
 ) -> None:
     """Reconstruct TASK in five steps: locate, verify, assertions, brief, confirm."""
-    from git_agentckpt.recovery.flow import ResumeOptions
-    from git_agentckpt.recovery.flow import resume as run_resume
-
-    if restore and accept_drift:
-        raise UsageError("--restore and --accept-drift exclude each other")
-    opts = ResumeOptions(
-        from_checkpoint, restore, accept_drift, no_rollback, brief_only, max_brief_tokens
+    out = open_ckpt(ctx).resume(
+        task,
+        from_checkpoint=from_checkpoint,
+        restore=restore,
+        accept_drift=accept_drift,
+        no_rollback=no_rollback,
+        brief_only=brief_only,
+        max_brief_tokens=max_brief_tokens,
     )
-    out = run_resume(open_ckpt(ctx), task, opts)
     if as_json:
         emit_json(out.to_json())
     else:
@@ -127,12 +126,10 @@ def confirm(
     ctx: click.Context, task: str, restatement: str | None, by_human: bool, as_json: bool
 ) -> None:
     """Check the agent's restatement of goal, constraints and next step; leave recovering."""
-    from git_agentckpt.recovery.flow import confirm as run_confirm
-
     text = None
     if restatement is not None:
         text, _ = read_input_text(restatement, "restatement", ctx)
-    status, verdict, result = run_confirm(open_ckpt(ctx), task, text, by_human)
+    status, verdict, result = open_ckpt(ctx).confirm(task, text, by_human)
     if as_json:
         emit_json({**result, "exit": int(status), "task": task})
     elif verdict.passed:
@@ -157,12 +154,9 @@ def report(
     ctx: click.Context, task: str, report_id: str | None, list_only: bool, as_json: bool
 ) -> None:
     """List TASK's recovery reports, or show one (default: the newest)."""
-    from git_agentckpt.recovery.report import list_reports, read_report, report_markdown
-    from git_agentckpt.store.refs import TaskName
-
     ck = open_ckpt(ctx)
     if list_only:
-        rows = list_reports(ck.repo, TaskName(task))
+        rows = ck.reports(task)
         if as_json:
             emit_json(rows)
         else:
@@ -172,11 +166,12 @@ def report(
                     f"confirmed={r['verdict']}"
                 )
         return
-    data = read_report(ck.repo, TaskName(task), report_id)
+    data = ck.report(task, report_id)
+    markdown = data.pop("markdown")
     if as_json:
         emit_json(data)
     else:
-        click.echo(report_markdown(data))
+        click.echo(markdown)
         click.echo(f"stored at {data['path']}")
 
 
@@ -185,6 +180,6 @@ def report(
 @click.option("--keep", is_flag=True, help="Keep the demo repository (default when DIR is given).")
 def demo(directory: str | None, keep: bool) -> None:
     """Run a scripted research task in a throwaway repository: interrupt, drift, resume."""
-    from git_agentckpt.recovery.demo import run_demo
+    from git_agentckpt.api import demo as run_demo
 
     run_demo(directory, keep=keep or directory is not None, echo=click.echo)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from git_agentckpt.cli.common import open_ckpt
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import CkptError, ConflictError, CorruptError
-from git_agentckpt.store.share import ShareResult
+
+if TYPE_CHECKING:
+    from git_agentckpt.api import ShareResult
 
 _FLAGS = {" ": "updated", "*": "new", "=": "up to date", "!": "rejected", "+": "forced"}
 

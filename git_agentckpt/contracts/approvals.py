@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
-from git_agentckpt.contracts.engine import _argv, _timeout, repo_identity
+from git_agentckpt.contracts.engine import command_argv, command_timeout, repo_identity
 from git_agentckpt.contracts.schema import Assertion, Check, Contract, Severity, parse_assertions
-from git_agentckpt.contracts.trust import TrustStore, escape_for_display
+from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.display import escape_for_display
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON
-
-if TYPE_CHECKING:
-    from git_agentckpt.api import Checkpointer
+from git_agentckpt.store.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -56,16 +54,16 @@ def pending_commands(
     for name, severity, check, line in checks:
         if check.kind != "command":
             continue
-        argv = _argv(check)
+        argv = command_argv(check)
         fp = trust.fingerprint(repo_id, argv)
         if not argv or fp in seen or trust.is_trusted(repo_id, argv):
             continue
         seen.add(fp)
-        out.append(PendingCommand(name, severity, argv, _timeout(check), fp, line))
+        out.append(PendingCommand(name, severity, argv, command_timeout(check), fp, line))
     return out
 
 
-def tip_assertions(ck: Checkpointer, depth: int = 50) -> list[tuple[str, Assertion]]:
+def tip_assertions(ck: Workspace, depth: int = 50) -> list[tuple[str, Assertion]]:
     """The assertions of each task's latest `depth` checkpoints: those resume may check
     (its start, or an earlier checkpoint it rolls back to). Unreadable notes are skipped
     here: resume reports them."""

@@ -32,7 +32,7 @@ from typing import Literal, NoReturn
 import yaml
 
 from git_agentckpt.contracts.schema import Check
-from git_agentckpt.contracts.trust import escape_control, escape_for_display
+from git_agentckpt.display import escape_control, escape_for_display
 from git_agentckpt.globs import match_any
 
 __all__ = ["MAX_READ_BYTES", "CheckContext", "CheckResult", "Status", "run_check", "values_equal"]

@@ -16,7 +16,7 @@ a hook should inject into the agent's context again.
     appended by someone else (`git ckpt event TASK --type step.start --json
     '{"step": "s1"}'`, an integration, another writer); or
   - a `step.start_refused` event (`data.status: "done"`): written by
-    `record_refused_start` when `git ckpt step start` refuses a done step, so
+    `raise_redo_alarm` when `git ckpt step start` refuses a done step, so
     that the attempt itself is evidence.
   A step is done at a moment when the note of the latest checkpoint committed
   before it (a `checkpoint.commit` event) says so, adjusted by the
@@ -50,7 +50,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from git_agentckpt.errors import CkptError
-from git_agentckpt.model import JSON, Event, NewEvent
+from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent
 from git_agentckpt.store.checkpoints import CheckpointStore
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
@@ -66,15 +66,14 @@ __all__ = [
     "context_tokens",
     "detect_drift",
     "drift_events",
+    "raise_redo_alarm",
     "recommendation",
     "record_drift",
-    "record_refused_start",
     "scan_drift",
 ]
 
 CHECK_EVENT = "constraint.check"
 DRIFT_EVENT = "drift.suspected"
-REFUSED_START_EVENT = "step.start_refused"
 DEFAULT_CONTEXT_DROP = 0.5
 
 
@@ -333,15 +332,9 @@ def check_drift(
     return record_drift(log, task, detect_drift(log, task, context_drop=context_drop))
 
 
-def record_refused_start(log: EventLog, task: TaskName, step: str, status: str) -> list[Event]:
-    """Log that `step start` refused `step` (in `status`); a done step also raises
-    the alarm at once (step signals only: context drops wait for `check`, which
-    knows the configured share). Returns the events written."""
-    refused = log.append(
-        task,
-        [NewEvent(REFUSED_START_EVENT, links={"step": step}, data={"status": status})],
-    )
-    if status != "done":
-        return refused
+def raise_redo_alarm(log: EventLog, task: TaskName) -> list[Event]:
+    """After `step start` refused a done step (its `step.start_refused` is logged): raise
+    the alarm at once (step signals only: context drops wait for `check`, which knows
+    the configured share). Returns the events written."""
     found = [s for s in detect_drift(log, task) if s.signal == "step_redone"]
-    return refused + record_drift(log, task, found)
+    return record_drift(log, task, found)

@@ -24,14 +24,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from git_agentckpt.contracts import watch
 from git_agentckpt.contracts.checks import CheckContext, CheckResult, Status, run_check
@@ -54,18 +50,17 @@ from git_agentckpt.contracts.schema import (
     load_contract_dir,
     parse_assertions,
 )
-from git_agentckpt.contracts.trust import TrustStore, escape_for_display
+from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.display import escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.worktree import agent_dir, large_files, snapshot_and_changes
 from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
+from git_agentckpt.store.pins import key_input_assertions
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.tools import sha256_file
-
-if TYPE_CHECKING:
-    from git_agentckpt.api import Checkpointer
+from git_agentckpt.store.workspace import Workspace
 
 __all__ = [
     "STATUSES",
@@ -101,7 +96,7 @@ def make_command_runner(
     repo_id = repo_identity(repo)
 
     def run(check: Check) -> CheckResult:
-        words = _argv(check)
+        words = command_argv(check)
         if not words:
             return CheckResult("error", "malformed check: 'argv' must be a non-empty list")
         try:
@@ -114,21 +109,21 @@ def make_command_runner(
                 f"not run: command not approved by this user in this clone: "
                 f"{escape_for_display(words)} (review it with git ckpt trust)",
             )
-        timeout = _timeout(check)
+        timeout = command_timeout(check)
         outcome = run_command(words, cwd=Path(repo.workdir), timeout=timeout, redact=redact)
         return command_check_result(outcome, words)
 
     return run
 
 
-def _argv(check: Check) -> tuple[str, ...]:
+def command_argv(check: Check) -> tuple[str, ...]:
     argv = check.params.get("argv")
     if not isinstance(argv, list | tuple):
         return ()
     return tuple(str(word) for word in argv)
 
 
-def _timeout(check: Check) -> float:
+def command_timeout(check: Check) -> float:
     value = check.params.get("timeout", DEFAULT_COMMAND_TIMEOUT)
     ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
     return float(value) if ok else DEFAULT_COMMAND_TIMEOUT  # type: ignore[arg-type]
@@ -234,47 +229,6 @@ def evaluate_assertions(
     return out
 
 
-_NON_ID = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def key_input_assertions(workdir: str, paths: Sequence[str]) -> list[dict[str, JSON]]:
-    """Assertions pinning the key inputs (`[env] key_inputs`) as they are now.
-
-    A regular file (a symlink is followed) gets `file_sha256` with its current
-    digest; a directory gets `file_exists` (name files to pin their content);
-    a path that does not exist (or is a FIFO, socket, device) gets none: no
-    check kind asserts absence, and `env.files` already records it as missing.
-    Ids are `key-<path with other characters as _>`, unique within the list.
-    An absolute path or one with `..` is a `ContractError`.
-    """
-    out: list[dict[str, JSON]] = []
-    seen: set[str] = set()
-    for rel in paths:
-        pure = PurePosixPath(rel)
-        if not rel or pure.is_absolute() or ".." in pure.parts or "\0" in rel:
-            raise ContractError(
-                f".agent/ckpt.toml: [env] key_inputs: {rel!r} must be a path inside the "
-                "working tree"
-            )
-        full = os.path.join(workdir, rel)
-        try:
-            mode = os.stat(full).st_mode
-        except OSError:
-            continue
-        ident = "key-" + _NON_ID.sub("_", rel.strip("/"))[:100]
-        if ident in seen:
-            ident += "-" + hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()[:8]
-        seen.add(ident)
-        if stat.S_ISDIR(mode):
-            check: dict[str, JSON] = {"kind": "file_exists", "file": rel}
-        elif stat.S_ISREG(mode):
-            check = {"kind": "file_sha256", "file": rel, "sha256": sha256_file(full)}
-        else:
-            continue
-        out.append({"id": ident, "text": f"key input {rel} as at this checkpoint", "check": check})
-    return out
-
-
 # ---- git ckpt check -----------------------------------------------------------
 
 
@@ -326,7 +280,7 @@ class CheckOutcome:
         }
 
 
-def _task_for_check(ck: Checkpointer, task: str | None) -> TaskName | None:
+def _task_for_check(ck: Workspace, task: str | None) -> TaskName | None:
     """-t/TASK, $GIT_CKPT_TASK or the single active task; None when there is no task."""
     if task or os.environ.get("GIT_CKPT_TASK"):
         found = ck.resolve_task(task)
@@ -341,7 +295,7 @@ def _task_for_check(ck: Checkpointer, task: str | None) -> TaskName | None:
         return None
 
 
-def _active_tasks(ck: Checkpointer) -> list[TaskName]:
+def _active_tasks(ck: Workspace) -> list[TaskName]:
     out = []
     for t in ck.tasks():
         try:
@@ -363,14 +317,14 @@ def contract_globs(contract: Contract | None) -> list[str]:
     return watch.watched_globs(pairs)
 
 
-def record_watched(ck: Checkpointer, task: TaskName) -> None:
+def record_watched(ck: Workspace, task: TaskName) -> None:
     """At task start: what the directories of the contract's path globs hold now."""
     globs = contract_globs(load_contract(ck.repo.workdir))
     if globs:
         watch.record(agent_dir(ck.repo), task.name, ck.repo.workdir, globs)
 
 
-def _baseline(ck: Checkpointer, task: TaskName | None) -> str | None:
+def _baseline(ck: Workspace, task: TaskName | None) -> str | None:
     tip = ck.store.tip(task) if task is not None else None
     return tip.baseline if tip is not None else ck.repo.head()
 
@@ -409,7 +363,7 @@ def _check_events(
     return events
 
 
-def run_check_now(ck: Checkpointer, task: str | TaskName | None) -> CheckOutcome:
+def run_check_now(ck: Workspace, task: str | TaskName | None) -> CheckOutcome:
     """The body of `git ckpt check [TASK]` (see the module doc); returns, never prints."""
     repo = ck.repo
     contract = load_contract(repo.workdir)

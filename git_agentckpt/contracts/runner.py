@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from git_agentckpt.contracts.checks import CheckResult
-from git_agentckpt.contracts.trust import escape_control, escape_for_display
+from git_agentckpt.display import escape_control, escape_for_display
 
 __all__ = [
     "ENV_ALLOWLIST",

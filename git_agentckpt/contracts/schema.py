@@ -210,7 +210,7 @@ def _count(value: object, loc: _Loc) -> int:
     return value
 
 
-def _argv(value: object, loc: _Loc) -> tuple[str, ...]:
+def _parse_argv(value: object, loc: _Loc) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         loc.error("must be a non-empty list of strings (argv, not a shell string)")
     out: list[str] = []
@@ -226,7 +226,7 @@ def _argv(value: object, loc: _Loc) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _timeout(value: object, loc: _Loc) -> float:
+def _parse_timeout(value: object, loc: _Loc) -> float:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok or not 0 < float(value) < float("inf"):  # type: ignore[arg-type]
         loc.error(f"must be a positive number of seconds, not {_show(value)}")
@@ -247,7 +247,7 @@ _KINDS: dict[str, tuple[dict[str, _Validator], dict[str, tuple[_Validator, objec
     "yaml_value": (_VALUE_FIELDS, {}),
     "toml_value": (_VALUE_FIELDS, {}),
     "max_changed_files": ({"max": _count}, {}),
-    "command": ({"argv": _argv}, {"timeout": (_timeout, DEFAULT_COMMAND_TIMEOUT)}),
+    "command": ({"argv": _parse_argv}, {"timeout": (_parse_timeout, DEFAULT_COMMAND_TIMEOUT)}),
 }
 CHECK_KINDS: tuple[str, ...] = tuple(sorted(_KINDS))
 

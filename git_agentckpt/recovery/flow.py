@@ -13,7 +13,6 @@ import getpass
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from git_agentckpt.contracts.engine import make_command_runner
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
@@ -35,9 +34,7 @@ from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import read_task
-
-if TYPE_CHECKING:
-    from git_agentckpt.api import Checkpointer
+from git_agentckpt.store.workspace import Workspace
 
 
 @dataclass
@@ -69,12 +66,12 @@ class ResumeOutcome:
         return out
 
 
-def load_contract(ck: Checkpointer) -> Contract | None:
+def load_contract(ck: Workspace) -> Contract | None:
     """Parse errors propagate: resume never quietly runs without its constraints."""
     return load_contract_dir(Path(ck.repo.workdir) / CONTRACTS_DIR)
 
 
-def _runner(ck: Checkpointer) -> CommandRunner:
+def _runner(ck: Workspace) -> CommandRunner:
     return make_command_runner(ck.repo, TrustStore(), ck.log.redactor.text)
 
 
@@ -96,7 +93,7 @@ def _finished(state: dict[str, JSON]) -> bool:
     return bool(steps) and all(s.get("status") in ("done", "skipped") for s in steps)
 
 
-def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
+def resume(ck: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     task = TaskName(task_name)
     view = read_task(ck.store, ck.log, task)
     if view.state is None:
@@ -345,7 +342,7 @@ def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
 
 
 def _store(
-    ck: Checkpointer,
+    ck: Workspace,
     task: TaskName,
     report: dict[str, JSON],
     brief: Brief | None,
@@ -362,7 +359,7 @@ def _store(
 
 
 def _stop(
-    ck: Checkpointer,
+    ck: Workspace,
     task: TaskName,
     report: dict[str, JSON],
     events: list[NewEvent],
@@ -388,7 +385,7 @@ def _stop(
 
 
 def confirm(
-    ck: Checkpointer, task_name: str, restatement: str | None, by_human: bool
+    ck: Workspace, task_name: str, restatement: str | None, by_human: bool
 ) -> tuple[Exit, Verdict, dict[str, JSON]]:
     task = TaskName(task_name)
     state = ck.state(task)

@@ -1,0 +1,121 @@
+"""Restoring a checkpoint into the working tree (used by `restore`, resume and rollback).
+
+Only the paths the plan names are written (`git/restore.py`: the whole target
+tree is checked before anything is written, and the writer never follows a
+symbolic link); files matching `secret_paths` are never written nor deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from git_agentckpt.errors import CkptError
+from git_agentckpt.git.restore import RestorePlan, apply_restore, plan_restore
+from git_agentckpt.git.worktree import snapshot_tree
+from git_agentckpt.globs import match_excluded
+from git_agentckpt.model import JSON, NewEvent
+from git_agentckpt.store.checkpoints import Checkpoint
+from git_agentckpt.store.refs import TaskName
+
+if TYPE_CHECKING:  # the workspace calls this module: no import at run time
+    from git_agentckpt.store.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    target: Checkpoint
+    written: tuple[str, ...]
+    deleted: tuple[str, ...]
+    skipped: tuple[str, ...]
+    safety: Checkpoint | None
+    dry_run: bool
+    secret: tuple[str, ...] = ()  # secret paths that differ: never written nor deleted
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "target": self.target.to_json(),
+            "written": list(self.written),
+            "deleted": list(self.deleted),
+            "skipped": list(self.skipped),
+            "secret_paths_left": list(self.secret),
+            "safety_checkpoint": self.safety.to_json() if self.safety else None,
+            "dry_run": self.dry_run,
+        }
+
+
+def without_secrets(plan: RestorePlan, patterns: Sequence[str]) -> tuple[RestorePlan, list[str]]:
+    """The plan minus the files matching `secret_paths`, and those files.
+
+    A snapshot never holds a secret file's current content (a tracked one keeps
+    HEAD's blob), and a checkpoint from another clone may hold anything there:
+    restore never reverts, overwrites or deletes a user's `.env`.
+    """
+    secret = sorted(
+        c.path for c in (*plan.writes, *plan.deletes) if match_excluded(patterns, c.path)
+    )
+    if not secret:
+        return plan, []
+    drop = set(secret)
+    return (
+        dataclasses.replace(
+            plan,
+            writes=tuple(c for c in plan.writes if c.path not in drop),
+            deletes=tuple(c for c in plan.deletes if c.path not in drop),
+        ),
+        secret,
+    )
+
+
+def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> RestoreResult:
+    """Bring the working tree to checkpoint `name`: the plan (whole tree checked first),
+    a light and a full safety checkpoint when the current tree is no checkpoint's, the
+    writes, and a `workspace.restore` event."""
+    target = ws.resolve(name)
+    task = TaskName(target.task)
+    current_tree = snapshot_tree(ws.repo, ws.settings.secret_paths)
+    plan, secret = without_secrets(
+        plan_restore(
+            ws.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
+        ),
+        ws.settings.secret_paths,
+    )
+    safety: Checkpoint | None = None
+    changes = plan.writes or plan.deletes
+    if changes and not dry_run:
+        known = {c.tree for c in ws.store.chain(task)}
+        for t in ws.store.tasks():
+            with contextlib.suppress(CkptError):  # a damaged task holds no known tree
+                if (tip := ws.store.tip(t)) is not None:
+                    known.add(tip.tree)
+        if current_tree not in known:
+            msg = f"safety before restoring {target.id}"
+            ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
+            safety = ws.create(task.name, message=msg, trigger="pre_restore", force=True)
+        apply_restore(ws.repo, plan)
+        ws.log.append(
+            task,
+            [
+                NewEvent(
+                    "workspace.restore",
+                    links={"checkpoint": target.commit},
+                    data={
+                        "written": len(plan.writes),
+                        "deleted": len(plan.deletes),
+                        "safety": safety.commit if safety else None,
+                    },
+                )
+            ],
+        )
+    return RestoreResult(
+        target=target,
+        written=tuple(c.path for c in plan.writes),
+        deleted=tuple(c.path for c in plan.deletes),
+        skipped=plan.skipped,
+        safety=safety,
+        dry_run=dry_run,
+        secret=tuple(secret),
+    )
