@@ -460,6 +460,7 @@ class Checkpointer:
                 msg = f"safety before restoring {target.id}"
                 self.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
                 safety = self.create(task.name, message=msg, trigger="pre_restore", force=True)
+            crash_point("restore.safety")
             apply_restore(self.repo, plan)
             self.log.append(
                 task,
@@ -475,6 +476,7 @@ class Checkpointer:
                     )
                 ],
             )
+            crash_point("restore.logged")
         return RestoreResult(
             target=target,
             written=tuple(c.path for c in plan.writes),

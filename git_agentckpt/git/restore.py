@@ -12,6 +12,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import OperationFailed, UsageError
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.worktree import GITLINK, SYMLINK
@@ -91,6 +92,7 @@ def apply_restore(repo: GitRepo, plan: RestorePlan) -> None:
     for ch in plan.writes:
         assert ch.new_id is not None
         _write_file(root, ch.path, repo.read_blob(ch.new_id), ch.new_mode)
+        crash_point("restore.write")
 
 
 def _prune_empty_dirs(root: str, rel: str) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from git_agentckpt.contracts.engine import make_command_runner
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
 from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.model import JSON, NewEvent, iso_now, new_ulid
 from git_agentckpt.recovery.assertions import (
@@ -206,6 +207,7 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
         report["verify_decision"] = decision
     events.append(NewEvent("recovery.verify", data={**v.to_json(), "decision": decision}))
     timer.lap("verify")
+    crash_point("resume.verified")
 
     # 3. assertions, with a controlled rollback
     runner = _runner(ck)
@@ -289,6 +291,7 @@ def resume(ck: Checkpointer, task_name: str, opts: ResumeOptions) -> ResumeOutco
         force=True,
         _state_override=state,
     )
+    crash_point("resume.checkpoint")
     report["resume_checkpoint"] = made.to_json()
     timer.lap("checkpoint")
     report.update({"outcome": "ready", "exit": 0, "timings": timer.timings})
@@ -342,6 +345,7 @@ def _store(
         report_files(report, brief.markdown if brief else None),
         f"report {report['id']}: {report.get('outcome')}\n",
     )
+    crash_point("resume.report")
     ck.log.append(task, events)
 
 
@@ -407,7 +411,9 @@ def confirm(
         events.append(NewEvent("state.update", who, data={"patch": {"status": "active"}}))
     else:
         events.append(NewEvent("recovery.rejected", who, data=result))
+    crash_point("confirm.checked")
     ck.log.append(task, events)
+    crash_point("confirm.logged")
     if isinstance(report_id, str):
         try:
             report = read_report(ck.repo, task, report_id)

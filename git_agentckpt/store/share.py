@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import BadTaskName, ConflictError, RepositoryError
 from git_agentckpt.git.repo import GitRepo, retry_cas
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
@@ -92,6 +93,7 @@ def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
     mirror = f"{MIRROR}{key}/"
     specs = [("refs/agent/*", mirror + "agent/*"), (NOTES + "*", mirror + "notes/agent/*")]
     fetch_into(repo, remote, specs)
+    crash_point("fetch.mirrored")
     result = ShareResult(remote, mirror)
     theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
     for ref in sorted(theirs, key=lambda r: (_order(r), r)):
@@ -211,6 +213,7 @@ def _merge_history(repo: GitRepo, ref: str, tip: str, remote: str) -> RefResult:
 
 def _fast_forward_checkpoint(repo: GitRepo, ref: str, tip: str, mirror: str) -> RefResult:
     """Checkpoint refs: created or fast-forwarded through the guard; never merged."""
+    crash_point("fetch.integrated")
 
     def keep_ours(_: str) -> tuple[str | None, str, str]:
         return None, "diverged", f"kept ours; theirs stays at {mirror}{ref[len('refs/') :]}"
@@ -231,6 +234,7 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
         )
         if not refs:
             return result
+        crash_point("push.merged")
         result.pushed = push_refs(repo, remote, refs)
         if not any(p.rejected for p in result.pushed):
             return result
