@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -373,10 +374,13 @@ KNOWN_BUGS = {
 }
 
 
-def test_every_point_named_in_the_cases_exists() -> None:
+def test_every_point_is_killed_at_and_documented() -> None:
     named = {point.partition("@")[0] for _, point in CASES}
     assert named <= set(POINTS), sorted(named - set(POINTS))
     assert set(POINTS) <= named, f"points no case kills at: {sorted(set(POINTS) - named)}"
+    man = (Path(__file__).resolve().parents[2] / "man" / "git-ckpt.1").read_text()
+    documented = set(re.findall(r"\\fB\\%([a-z]+\.[a-z]+)\\fR", man))
+    assert documented == set(POINTS), "man page ENVIRONMENT, GIT_CKPT_CRASH_AT: names differ"
 
 
 def kill_once(tmp: Path, command: str, point: str) -> str:
