@@ -35,7 +35,7 @@ POINTS = (
     "restore.write",  # after each file written (deletions are done by then)
     "restore.logged",  # every file written and workspace.restore logged
     # resume (recovery/flow.py)
-    "resume.verified",  # the workspace verified (and restored), nothing logged yet
+    "resume.verified",  # the workspace verified (restored if asked), no recovery.* event yet
     "resume.checkpoint",  # the resume checkpoint committed, no report yet
     "resume.report",  # the recovery report stored, its recovery.* event not yet logged
     # confirm (recovery/flow.py)
