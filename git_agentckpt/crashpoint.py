@@ -30,19 +30,21 @@ POINTS = (
     "event.ref",  # the log ref moved
     # `step done`: step.end logged, its checkpoint not yet begun
     "step.end",
-    # restore: after the safety checkpoint, after each file written, after the log event
-    "restore.safety",
-    "restore.write",
-    "restore.logged",
-    # resume and confirm
-    "resume.verified",
-    "resume.checkpoint",
-    "resume.report",
-    "confirm.checked",
-    # sharing
-    "fetch.mirrored",
-    "fetch.integrated",
-    "push.merged",
+    # restore (api.py; also reached by `resume --restore` and rollbacks)
+    "restore.safety",  # the safety checkpoint taken (when one is needed), nothing written yet
+    "restore.write",  # after each file written (deletions are done by then)
+    "restore.logged",  # every file written and workspace.restore logged
+    # resume (recovery/flow.py)
+    "resume.verified",  # the workspace verified (restored if asked), no recovery.* event yet
+    "resume.checkpoint",  # the resume checkpoint committed, no report yet
+    "resume.report",  # the recovery report stored, its recovery.* event not yet logged
+    # confirm (recovery/flow.py)
+    "confirm.checked",  # the restatement checked, nothing written yet
+    "confirm.logged",  # verdict and state.update logged, the report not yet updated
+    # sharing (store/share.py; `push` runs a fetch first and reaches these too)
+    "fetch.mirrored",  # the remote's refs copied under refs/ckpt-remotes/, none integrated
+    "fetch.integrated",  # event logs, notes and reports integrated: before each checkpoint ref
+    "push.merged",  # fetched and merged, before the atomic push
 )
 
 _hits: dict[str, int] = {}

@@ -57,3 +57,24 @@ def forge_event(repo: Path, task: str, type_: str, payload: dict[str, Any] | Non
 
     log = git_agentckpt.open(str(repo)).log
     log.append(TaskName(task), [NewEvent.from_payload(type_, payload or {}, None)])
+
+
+class Gate:
+    """A start barrier for processes, on a pipe instead of a clock.
+
+    Each child gets `gate.fd` (pass it with `pass_fds=gate.fds`), says it is ready
+    by printing one line, then blocks in `os.read(fd, 1)`. `open()` waits for
+    every ready line and closes the write end: every blocked reader wakes at once.
+    """
+
+    def __init__(self) -> None:
+        self.fd, self._write = os.pipe()
+        self.fds = (self.fd,)
+
+    def open(self, ready: list[subprocess.Popen[str]]) -> None:
+        os.close(self.fd)  # the children hold their own copies
+        for proc in ready:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line == "ready\n", f"a child did not get ready: {line!r}"
+        os.close(self._write)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import write
+from helpers import Gate, write
 
 APPENDER = """
 import sys, git_agentckpt
@@ -61,36 +61,86 @@ def check_tip_complete(repo: Path, tip: str) -> None:
     git(repo, "cat-file", "-e", f"{tip}^{{tree}}")
 
 
-def test_kill_9_during_create_leaves_old_or_complete_new(repo: Path) -> None:
-    rng = random.Random(7)
-    for i in range(30):
-        write(repo / "data" / f"f{i}.txt", f"{i}\n" * 50)
-    tips: list[str | None] = []
-    for round_ in range(12):
-        write(repo / "src" / "app.py", f"print({round_})\n")
-        proc = subprocess.Popen([sys.executable, "-c", CREATOR, str(repo)], start_new_session=True)
-        time.sleep(rng.uniform(0.25, 1.0))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        tip = (
-            subprocess.run(
-                ["git", "rev-parse", "-q", "--verify", "refs/agent/checkpoints/crash"],
-                cwd=repo,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            or None
-        )
-        if tip:
-            check_tip_complete(repo, tip)
-        tips.append(tip)
-    assert any(tips), "no create ever committed: the kill window was too short"
+CREATE_POINTS = (
+    "checkpoint.objects",
+    "checkpoint.notes",
+    "checkpoint.prepare",
+    "checkpoint.ref",
+    "event.object",
+    "event.ref",
+)
+
+
+def current_tip(repo: Path, task: str) -> str | None:
+    ref = f"refs/agent/checkpoints/{task}"
+    proc = subprocess.run(
+        ["git", "rev-parse", "-q", "--verify", ref], cwd=repo, capture_output=True, text=True
+    )
+    return proc.stdout.strip() or None
+
+
+def check_fsck(repo: Path) -> None:
     fsck = subprocess.run(
         ["git", "fsck", "--no-dangling", "--no-progress"], cwd=repo, capture_output=True, text=True
     )
     assert fsck.returncode == 0, fsck.stderr + fsck.stdout
     assert "error" not in fsck.stderr.lower() and "missing" not in fsck.stdout.lower()
-    # the store still works after all those kills (stale locks are handled)
+
+
+def run_until_killed(repo: Path, script: str, crash: str) -> None:
+    """Run `script` (a loop of writes) until it reaches `crash` and dies of SIGKILL."""
+    env = dict(os.environ, GIT_CKPT_CRASH_AT=crash)
+    proc = subprocess.run([sys.executable, "-c", script, str(repo)], env=env, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {crash}: exit {proc.returncode}"
+
+
+def test_kill_9_at_each_step_of_create_leaves_old_or_complete_new(repo: Path) -> None:
+    """Killed at every step of the write-ahead order (full and light creates, the first
+    one and later ones): the tip is the old checkpoint or a complete new one."""
+    for i in range(30):
+        write(repo / "data" / f"f{i}.txt", f"{i}\n" * 50)
+    tips: list[str | None] = [None]
+    for point in CREATE_POINTS:
+        for nth in (1, 3, 6):  # creates 1 (full), 2 (full) or 3 (light) of the loop
+            write(repo / "src" / "app.py", f"print({point!r}, {nth})\n")
+            run_until_killed(repo, CREATOR, f"{point}@{nth}")
+            tip = current_tip(repo, "crash")
+            if tip:
+                check_tip_complete(repo, tip)
+            if tips[-1] is not None:  # what was committed before stays in the chain
+                assert (
+                    tip is not None
+                    and git(repo, "merge-base", "--is-ancestor", tips[-1], tip) == ""
+                )
+            tips.append(tip)
+    check_fsck(repo)
+    # the store still works after all those kills
+    import git_agentckpt
+
+    made = git_agentckpt.open(str(repo)).create(task="crash", message="after")
+    check_tip_complete(repo, made.commit)
+
+
+def test_kill_9_at_random_moments_of_create(repo: Path, long_run: bool) -> None:
+    """The same at random instants, many times (`pytest --long`)."""
+    if not long_run:
+        pytest.skip("random kills loop many times: run with --long")
+    rng = random.Random(7)
+    for i in range(30):
+        write(repo / "data" / f"f{i}.txt", f"{i}\n" * 50)
+    tips: list[str | None] = []
+    for round_ in range(200):
+        write(repo / "src" / "app.py", f"print({round_})\n")
+        proc = subprocess.Popen([sys.executable, "-c", CREATOR, str(repo)], start_new_session=True)
+        time.sleep(rng.uniform(0.25, 1.0))  # the subject: a kill at a random instant
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        tip = current_tip(repo, "crash")
+        if tip:
+            check_tip_complete(repo, tip)
+        tips.append(tip)
+    assert any(tips), "no create ever committed: the kill window was too short"
+    check_fsck(repo)
     import git_agentckpt
 
     made = git_agentckpt.open(str(repo)).create(task="crash", message="after")
@@ -105,10 +155,25 @@ while True:
     resume(ck, "r", ResumeOptions(restore=True))
 """
 
+# restore.* are reached by the first resume of a round only (it restores the drift)
+RESUME_POINTS = (
+    "restore.safety@1",
+    "restore.write@1",
+    "restore.logged@1",
+    "resume.verified@1",
+    "resume.verified@2",
+    "resume.checkpoint@1",
+    "resume.checkpoint@2",
+    "resume.report@1",
+    "resume.report@3",
+    "checkpoint.ref@3",
+    "event.ref@4",
+)
 
-def test_kill_9_during_resume_gives_the_same_start_again(repo: Path) -> None:
+
+def setup_resumable(repo: Path) -> str:
+    """Task r: s1 done (its checkpoint returned), s2 started, a light checkpoint mid-s2."""
     import git_agentckpt
-    from git_agentckpt.recovery.flow import ResumeOptions, resume
 
     ck = git_agentckpt.open(str(repo))
     ck.task_start("r", "g", [("s1", "a"), ("s2", "b")])
@@ -117,23 +182,43 @@ def test_kill_9_during_resume_gives_the_same_start_again(repo: Path) -> None:
     ck.step_start("r", "s2")
     write(repo / "out.txt", "half of s2\n")
     ck.create("r", light=True, message="mid s2")
+    return before_s2.commit
+
+
+def check_resumes_from(repo: Path, start: str) -> None:
+    import git_agentckpt
+    from git_agentckpt.recovery.flow import ResumeOptions, resume
+
+    for _ in range(2):  # repeatable
+        out = resume(git_agentckpt.open(str(repo)), "r", ResumeOptions(restore=True))
+        assert int(out.exit) == 0, out.message
+        assert out.report["locate"]["start"]["commit"] == start
+        assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
+        assert not (repo / "out.txt").exists()
+    check_fsck(repo)
+
+
+def test_kill_9_at_each_step_of_resume_gives_the_same_start_again(repo: Path) -> None:
+    before_s2 = setup_resumable(repo)
+    for point in RESUME_POINTS:
+        write(repo / "src" / "app.py", f"print({point!r})\n")  # drift to restore
+        run_until_killed(repo, RESUMER, point)
+        check_resumes_from(repo, before_s2)
+
+
+def test_kill_9_at_random_moments_of_resume(repo: Path, long_run: bool) -> None:
+    """The same at random instants, many times (`pytest --long`)."""
+    if not long_run:
+        pytest.skip("random kills loop many times: run with --long")
+    before_s2 = setup_resumable(repo)
     rng = random.Random(11)
-    for _ in range(8):
+    for _ in range(60):
         write(repo / "src" / "app.py", f"print({rng.random()})\n")  # drift to restore
         proc = subprocess.Popen([sys.executable, "-c", RESUMER, str(repo)], start_new_session=True)
-        time.sleep(rng.uniform(0.2, 0.9))
+        time.sleep(rng.uniform(0.2, 0.9))  # the subject: a kill at a random instant
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    out = resume(git_agentckpt.open(str(repo)), "r", ResumeOptions(restore=True))
-    assert int(out.exit) == 0, out.message
-    start = out.report["locate"]["start"]
-    assert start["commit"] == before_s2.commit
-    assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
-    assert not (repo / "out.txt").exists()
-    fsck = subprocess.run(
-        ["git", "fsck", "--no-dangling", "--no-progress"], cwd=repo, capture_output=True, text=True
-    )
-    assert fsck.returncode == 0, fsck.stderr + fsck.stdout
+        check_resumes_from(repo, before_s2)
 
 
 CONCURRENT_CREATE = """
@@ -224,13 +309,12 @@ def test_an_old_ref_lock_a_live_process_holds_is_never_broken(repo: Path) -> Non
 
 
 CREATOR_RACE = """
-import sys, time
+import os, sys
 from git_agentckpt.git.repo import GitRepo
 repo = GitRepo.discover(sys.argv[1])
 oids = [repo.write_blob(f"{sys.argv[2]} {k}".encode()) for k in range(200)]
-start = float(sys.argv[3])
-while time.time() < start:
-    pass
+print("ready", flush=True)
+os.read(int(sys.argv[3]), 1)  # the gate: every racer starts at once
 won = [k for k in range(200) if repo.cas_ref(f"refs/agent/race/r{k}", oids[k], None, "create")]
 print(" ".join(map(str, won)))
 """
@@ -239,15 +323,17 @@ print(" ".join(map(str, won)))
 def test_concurrent_creators_of_a_ref_have_one_winner(repo: Path) -> None:
     """libgit2's create checks absence before it locks, and two creators could both win
     (measured: 53 of 1000 refs raced by 6 processes); cas_ref takes git's lock first."""
-    start = time.time() + 1.0
+    gate = Gate()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CREATOR_RACE, str(repo), f"w{w}", str(start)],
+            [sys.executable, "-c", CREATOR_RACE, str(repo), f"w{w}", str(gate.fd)],
             stdout=subprocess.PIPE,
             text=True,
+            pass_fds=gate.fds,
         )
         for w in range(6)
     ]
+    gate.open(procs)
     wins = [(w, int(k)) for w, p in enumerate(procs) for k in p.communicate(timeout=120)[0].split()]
     winners: dict[int, list[int]] = {}
     for w, k in wins:

@@ -36,8 +36,9 @@ from git_agentckpt.errors import CorruptError, UnknownVersion, UsageError
 REPO = "/home/u/project/.git"
 
 
-def process_gone(pid: int, within: float = 3.0) -> bool:
-    """True once `pid` is dead: gone, or a zombie waiting for its reaper."""
+def process_gone(pid: int, within: float = 30.0) -> bool:
+    """True once `pid` is dead: gone, or a zombie waiting for its reaper (polled; the
+    deadline only bounds a failure)."""
     end = time.monotonic() + within
     while True:
         try:
@@ -52,15 +53,32 @@ def process_gone(pid: int, within: float = 3.0) -> bool:
         time.sleep(0.02)
 
 
+def run_bounded(argv: list[str], cwd: Path, timeout: float) -> CommandOutcome:
+    """`run_command` in a thread: a runner that hangs on a command's leftover child (an
+    hour-long `sleep`) fails the test after a minute instead of hanging it."""
+    outcome: list[CommandOutcome] = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(run_command(argv, cwd=cwd, timeout=timeout)), daemon=True
+    )
+    worker.start()
+    worker.join(60)
+    if not outcome:
+        pid_file = cwd / "child.pid"
+        if pid_file.exists():  # do not leave the hour-long child behind
+            os.kill(int(pid_file.read_text()), 9)
+        raise AssertionError(f"run_command({argv!r}, timeout={timeout}) did not return")
+    return outcome[0]
+
+
 # ---- the runner ---------------------------------------------------------------------
+# The commands leave a child that would run for an hour: it being gone when the runner
+# returns proves the runner killed it (no clock is read).
 
 
 def test_timeout_kills_the_command_and_its_child(tmp_path: Path) -> None:
-    started = time.monotonic()
-    outcome = run_command(
-        ["sh", "-c", "sleep 30 & echo $! > child.pid; wait"], cwd=tmp_path, timeout=0.5
+    outcome = run_bounded(
+        ["sh", "-c", "sleep 3600 & echo $! > child.pid; wait"], tmp_path, timeout=0.5
     )
-    assert time.monotonic() - started < 3
     assert outcome.timed_out and outcome.returncode is None
     child = int((tmp_path / "child.pid").read_text())
     assert process_gone(child)
@@ -69,20 +87,17 @@ def test_timeout_kills_the_command_and_its_child(tmp_path: Path) -> None:
 
 
 def test_a_command_ignoring_sigterm_is_killed(tmp_path: Path) -> None:
-    script = "trap '' TERM; sleep 30 & echo $! > child.pid; while :; do sleep 0.05; done"
-    started = time.monotonic()
-    outcome = run_command(["sh", "-c", script], cwd=tmp_path, timeout=0.3)
+    script = "trap '' TERM; sleep 3600 & echo $! > child.pid; while :; do sleep 0.05; done"
+    outcome = run_bounded(["sh", "-c", script], tmp_path, timeout=0.3)
     assert outcome.timed_out
-    assert time.monotonic() - started < 3
     assert process_gone(int((tmp_path / "child.pid").read_text()))
 
 
 def test_leftover_background_children_are_killed_after_a_normal_exit(tmp_path: Path) -> None:
-    started = time.monotonic()
-    outcome = run_command(
-        ["sh", "-c", "sleep 30 & echo $! > child.pid; echo done"], cwd=tmp_path, timeout=10
+    # The child holds stdout open: a runner that waited for it would time out instead.
+    outcome = run_bounded(
+        ["sh", "-c", "sleep 3600 & echo $! > child.pid; echo done"], tmp_path, timeout=30
     )
-    assert time.monotonic() - started < 3
     assert outcome.returncode == 0 and not outcome.timed_out and outcome.stdout == "done\n"
     assert process_gone(int((tmp_path / "child.pid").read_text()))
 

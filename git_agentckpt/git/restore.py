@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.safe_write import SafeWriter
 from git_agentckpt.git.tree_check import check_tree
@@ -58,6 +59,7 @@ def apply_restore(repo: GitRepo, plan: RestorePlan) -> None:
         for ch in plan.writes:
             assert ch.new_id is not None
             writer.write(ch.path, repo.read_blob(ch.new_id), ch.new_mode)
+            crash_point("restore.write")
 
 
 def export_tree(repo: GitRepo, tree_id: str, dest: str, *, label: str) -> None:

@@ -141,7 +141,7 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
             "removes stale locks; then run the command again",
         )
     rejected = [p for p in pushed if p.rejected]
-    if rejected and all(_lost_race(p.summary) for p in rejected):
+    if rejected and all(_lost_race(p.summary, text) for p in rejected):
         return None
     if rejected:  # refused by the remote for a reason a retry cannot change (a hook, a guard)
         said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
@@ -169,8 +169,15 @@ _RACE_REASONS = (
 )
 
 
-def _lost_race(summary: str) -> bool:
-    return any(reason in summary for reason in _RACE_REASONS)
+# The remote lost a race at its own ref lock: the porcelain says "atomic transaction
+# failed" and the remote's stderr "cannot lock ref '...': is at X but expected Y".
+_REMOTE_MOVED = re.compile(r"cannot lock ref '[^']+': is at [0-9a-f]+ but expected [0-9a-f]+")
+
+
+def _lost_race(summary: str, stderr: str) -> bool:
+    if any(reason in summary for reason in _RACE_REASONS):
+        return True
+    return "atomic transaction failed" in summary and bool(_REMOTE_MOVED.search(stderr))
 
 
 def _stale_file(path: str, seconds: float = 60.0) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from git_agentckpt.contracts.engine import make_command_runner
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
 from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.model import JSON, NewEvent, iso_now, new_ulid
 from git_agentckpt.recovery.assertions import (
@@ -210,6 +211,7 @@ def resume(ck: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
         report["verify_decision"] = decision
     events.append(NewEvent("recovery.verify", data={**v.to_json(), "decision": decision}))
     timer.lap("verify")
+    crash_point("resume.verified")
 
     # 3. assertions, with a controlled rollback
     runner = _runner(ck)
@@ -302,6 +304,7 @@ def resume(ck: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
         force=True,
         _state_override=state,
     )
+    crash_point("resume.checkpoint")
     report["resume_checkpoint"] = made.to_json()
     timer.lap("checkpoint")
     report.update({"outcome": "ready", "exit": 0, "timings": timer.timings})
@@ -355,6 +358,7 @@ def _store(
         report_files(report, brief.markdown if brief else None, ck.log.redactor),
         f"report {report['id']}: {report.get('outcome')}\n",
     )
+    crash_point("resume.report")
     ck.log.append(task, events)
 
 
@@ -420,7 +424,9 @@ def confirm(
         events.append(NewEvent("state.update", who, data={"patch": {"status": "active"}}))
     else:
         events.append(NewEvent("recovery.rejected", who, data=result))
+    crash_point("confirm.checked")
     ck.log.append(task, events)
+    crash_point("confirm.logged")
     if isinstance(report_id, str):
         try:
             report = read_report(ck.repo, task, report_id)

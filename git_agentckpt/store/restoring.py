@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.restore import RestorePlan, apply_restore, plan_restore
 from git_agentckpt.git.worktree import snapshot_tree
@@ -95,6 +96,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
             msg = f"safety before restoring {target.id}"
             ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
             safety = ws.create(task.name, message=msg, trigger="pre_restore", force=True)
+        crash_point("restore.safety")
         apply_restore(ws.repo, plan)
         ws.log.append(
             task,
@@ -110,6 +112,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
                 )
             ],
         )
+        crash_point("restore.logged")
     return RestoreResult(
         target=target,
         written=tuple(c.path for c in plan.writes),

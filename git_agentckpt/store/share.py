@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import (
     BadTaskName,
     ConflictError,
@@ -100,6 +101,7 @@ def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
     mirror = f"{MIRROR}{key}/"
     specs = [("refs/agent/*", mirror + "agent/*"), (NOTES + "*", mirror + "notes/agent/*")]
     fetch_into(repo, remote, specs)
+    crash_point("fetch.mirrored")
     result = ShareResult(remote, mirror)
     theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
     # the remote as commit and reflog messages name it: a URL may carry a password
@@ -223,6 +225,7 @@ def _merge_history(repo: GitRepo, ref: str, tip: str, remote: str) -> RefResult:
 
 def _fast_forward_checkpoint(repo: GitRepo, ref: str, tip: str, mirror: str) -> RefResult:
     """Checkpoint refs: created or fast-forwarded through the guard; never merged."""
+    crash_point("fetch.integrated")
 
     def keep_ours(_: str) -> tuple[str | None, str, str]:
         return None, "diverged", f"kept ours; theirs stays at {mirror}{ref[len('refs/') :]}"
@@ -247,6 +250,7 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
         )
         if not refs:
             return result
+        crash_point("push.merged")
         result.pushed = push_refs(repo, remote, refs)
         return None if any(p.rejected for p in result.pushed) else result
 
