@@ -140,7 +140,7 @@ def test_source_drift_stops_then_restore_or_accept(repo: Path) -> None:
     code, out = resume_json(repo, "--restore")
     assert code == 0
     assert (repo / "src" / "app.py").read_text() == "print('hi')\n"
-    safety = out["verify_decision"]["safety_checkpoint"]  # type: ignore[index]
+    safety = out["verify"]["safety_checkpoint"]["id"]  # type: ignore[index]
     shown = ckpt_json(repo, "show", str(safety))
     assert (
         git(repo, "cat-file", "-p", f"{shown['checkpoint']['tree']}:src/app.py")
@@ -151,7 +151,7 @@ def test_source_drift_stops_then_restore_or_accept(repo: Path) -> None:
     write(repo / "src" / "app.py", "print('keep me')\n")
     code, out = resume_json(repo, "--accept-drift")
     assert code == 0
-    assert out["verify_decision"]["decision"] == "accept_drift"  # type: ignore[index]
+    assert out["verify"]["decision"] == "accept_drift"  # type: ignore[index]
     tree = out["resume_checkpoint"]["tree"]  # type: ignore[index]
     assert git(repo, "cat-file", "-p", f"{tree}:src/app.py") == "print('keep me')"
     assert (repo / "src" / "app.py").read_text() == "print('keep me')\n"
@@ -168,9 +168,10 @@ def test_failing_assertion_rolls_back_two_checkpoints(repo: Path) -> None:
     assert code == 11 and out["outcome"] == "assertions_failed"
     code, out = resume_json(repo)
     assert code == 0, out
-    tried = [t["checkpoint"] for t in out["rollback"]["tried"]]  # type: ignore[index]
+    rollback = out["assertions"]["rollback"]  # type: ignore[index]
+    tried = [t["checkpoint"] for t in rollback["tried"]]
     assert tried == [c2["commit"], c1["commit"]]
-    assert out["rollback"]["target"]["commit"] == c1["commit"]  # type: ignore[index]
+    assert rollback["target"]["commit"] == c1["commit"]
     assert (repo / "model.py").read_text() == "GOOD\n"
 
 
@@ -203,9 +204,9 @@ def test_brief_keeps_every_constraint_under_a_tight_budget(repo: Path) -> None:
         assert f"verbatim clause {i}" in md
     assert "**Next step:** s2" in md
     brief = out["brief"]
-    assert "events" in brief["trimmed"] and "outputs" in brief["trimmed"]  # type: ignore[index]
+    assert "recent work" in brief["trimmed"] and "outputs" in brief["trimmed"]  # type: ignore[index]
     assert "y" * 2000 not in md
-    assert brief["recent_events"] == []  # type: ignore[index]
+    assert brief["recent_work"] == []  # type: ignore[index]
     code, roomy = resume_json(repo)
     assert "y" * 2000 in str(roomy["brief_markdown"])
 

@@ -85,17 +85,28 @@ def _print_steps(report: dict[str, object]) -> None:
             )
         for c in locate.get("aborted_checkpoints") or []:
             click.echo(f"             aborted checkpoint {str(c)[:12]} (prepared, never committed)")
+        for c in locate.get("committed_elsewhere") or []:
+            click.echo(
+                f"             checkpoint {str(c)[:12]} is another clone's (not in this chain)"
+            )
     verify = report.get("verify")
     if isinstance(verify, dict):
         src = verify.get("source_drift") or []
+        decision = verify.get("decision")
         click.echo(
             "2 verify     "
             + ("clean" if verify.get("clean") else f"{len(src)} source file(s) drifted")
-            + f", cleaned {len(verify.get('cleaned') or [])} regenerable"
+            + (f", {decision}" if decision else "")
         )
         for d in src:
             if isinstance(d, dict):
                 click.echo(f"             {d.get('change'):8} {d.get('path')}")
+        for f in verify.get("files") or []:
+            if isinstance(f, dict):
+                click.echo(f"             {f.get('action'):12} {f.get('path')} ({f.get('why')})")
+        safety = verify.get("safety_checkpoint")
+        if isinstance(safety, dict):
+            click.echo(f"             safety checkpoint {safety.get('id')} undoes it")
     assertions = report.get("assertions")
     if isinstance(assertions, dict):
         results = assertions.get("results") or []
@@ -103,12 +114,22 @@ def _print_steps(report: dict[str, object]) -> None:
         for r in results:
             if isinstance(r, dict) and r.get("status") != "pass":
                 click.echo(f"             {r.get('status'):9} {r.get('id')}: {r.get('detail')}")
-    rollback = report.get("rollback")
-    if isinstance(rollback, dict):
-        tried = rollback.get("tried") or []
-        target = rollback.get("target")
-        tid = target.get("id") if isinstance(target, dict) else None
-        click.echo(f"             rollback: {len(tried)} candidate(s) tried, target {tid}")
+        rollback = assertions.get("rollback")
+        if isinstance(rollback, dict):
+            tried = rollback.get("tried") or []
+            target = rollback.get("target")
+            tid = target.get("id") if isinstance(target, dict) else None
+            click.echo(f"             rollback: {len(tried)} candidate(s) tried, target {tid}")
+    constraints = report.get("constraints")
+    if isinstance(constraints, dict):
+        failing = [
+            c
+            for c in constraints.get("constraints") or []
+            if isinstance(c, dict) and c.get("status") in ("fail", "error")
+        ]
+        click.echo(f"  constraints {len(failing)} failing")
+        for c in failing:
+            click.echo(f"             {c.get('severity'):5} {c.get('id')}: {c.get('detail')}")
     if report.get("brief") is not None:
         click.echo("4 brief      below")
         click.echo("5 confirm    task is recovering until `git ckpt confirm` accepts a restatement")

@@ -1,21 +1,30 @@
-"""Resume step 4: the recovery brief, a short structured context for the agent.
+"""Resume step 4: the recovery brief, built from the records of steps 1-3.
 
-It holds the goal, the done steps with their outputs, the current and next
-step, every constraint in force verbatim, the last events, what verification
-and assertions found, the environment record and the command to confirm.
-Under `--max-brief-tokens`, events go first, then step outputs, then the
-environment; constraints and the current step are never cut. The free-text
-summary is shown as non-authoritative and is never the source of a fact.
+It states the goal; every constraint in force and the prose rules of
+`constraints.md`, verbatim (never trimmed: a constraint removed from the
+contract since the checkpoint is still listed, as removed); the steps with the
+outputs of the done ones; the next step (never a step whose step-end
+checkpoint is committed); what recovery did, file by file, and why (restore,
+accepted drift, rollback, regenerable output, files it never touches), with
+the safety checkpoint that undoes it; failing assertions and constraints;
+state it did not trust; the budget used and left and why the last session
+stopped; the agent's own last work. Under `--max-brief-tokens`, the last work
+goes first, then the summary, step outputs, the environment and the file
+lists (counted, and named in the report). The free-text summary is shown as
+non-authoritative and is never the source of a fact.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from git_agentckpt.contracts.schema import Contract
-from git_agentckpt.model import JSON, Event
+from git_agentckpt.model import JSON
+from git_agentckpt.recovery.assertions import AssertionStep
+from git_agentckpt.recovery.context import Budget, ContractContext
+from git_agentckpt.recovery.locate import Located
+from git_agentckpt.recovery.verify import VerifyStep
 
 DONE = ("done", "skipped")
 
@@ -26,6 +35,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def next_step(state: dict[str, JSON]) -> str | None:
+    """The current step if it is open, else the first open one; never a done step."""
     steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
     current = state.get("current_step")
     for s in steps:
@@ -37,48 +47,22 @@ def next_step(state: dict[str, JSON]) -> str | None:
     return None
 
 
-def constraints_in_force(
-    state: dict[str, JSON], contract: Contract | None
-) -> list[dict[str, JSON]]:
-    out: list[dict[str, JSON]] = []
-    seen: set[str] = set()
-    for c in contract.constraints if contract else ():
-        out.append(
-            {
-                "id": c.id,
-                "text": c.text,
-                "severity": c.severity,
-                "checked": c.check is not None,
-                "source": "contract",
-            }
-        )
-        seen.add(c.id)
-    for cid in state.get("constraints") or []:
-        if isinstance(cid, str) and cid not in seen:
-            out.append(
-                {
-                    "id": cid,
-                    "text": cid,
-                    "severity": "block",
-                    "checked": False,
-                    "source": "task state (no text in .agent/contracts)",
-                }
-            )
-            seen.add(cid)
-    return out
+@dataclass
+class Facts:
+    """Everything the brief states, as the resume steps recorded it."""
 
-
-def _event_line(ev: Event) -> str:
-    bits = [f"#{ev.seq}", ev.type]
-    for key in ("step", "checkpoint"):
-        value = ev.links.get(key)
-        if isinstance(value, str):
-            bits.append(f"{key}={value[:12]}")
-    for label, value in (("in", ev.input), ("out", ev.output)):
-        if value is not None:
-            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-            bits.append(f"{label}: {text[:80]}")
-    return " ".join(bits)
+    state: dict[str, JSON]  # the state the task continues from
+    contract: ContractContext
+    budget: Budget
+    mode: str  # ready | finished | brief only
+    work: list[str] = field(default_factory=list)  # the agent's last events, one line each
+    located: Located | None = None
+    verified: VerifyStep | None = None
+    asserted: AssertionStep | None = None
+    constraints_failing: list[dict[str, JSON]] = field(default_factory=list)
+    steps_reset: list[str] = field(default_factory=list)
+    not_trusted: list[str] = field(default_factory=list)  # suspect claims, skipped events
+    redo_attempts: list[str] = field(default_factory=list)  # starts of done steps
 
 
 @dataclass
@@ -92,66 +76,39 @@ class Brief:
         return self.markdown if fmt == "md" else json.dumps(self.data, indent=2, sort_keys=True)
 
 
-def _render(d: dict[str, JSON]) -> str:
-    lines = [f"# Recovery brief: {d['task']}", "", f"**Goal:** {d['goal']}", ""]
-    lines.append(f"**Current step:** {d['current_step'] or 'none'}  ")
-    lines.append(f"**Next step:** {d['next_step'] or 'none'}")
-    lines += ["", "## Constraints in force (verbatim, never trimmed)"]
-    constraints = d["constraints"]
-    assert isinstance(constraints, list)
-    if not constraints:
-        lines.append("- (none)")
-    for c in constraints:
-        assert isinstance(c, dict)
-        lines.append(f"- [{c['id']}] ({c['severity']}) {c['text']}")
-    lines += ["", "## Steps"]
-    steps = d["steps"]
-    assert isinstance(steps, list)
-    for s in steps:
-        assert isinstance(s, dict)
-        line = f"- {s['id']} [{s['status']}]: {s['title']}"
-        if s.get("status") == "done":
-            line += " (done: do not redo)"
-        if s.get("outputs") is not None:
-            line += f" -> outputs: {json.dumps(s['outputs'], sort_keys=True)}"
-        lines.append(line)
-    found = d["found"]
-    assert isinstance(found, dict)
-    lines += ["", "## What the resume found"]
-    for key, value in found.items():
-        lines.append(f"- {key}: {json.dumps(value, sort_keys=True)}")
-    events = d["recent_events"]
-    assert isinstance(events, list)
-    if events:
-        lines += ["", "## Recent events"]
-        lines += [f"- {e}" for e in events]
-    if d.get("env"):
-        lines += ["", "## Environment", f"{json.dumps(d['env'], sort_keys=True)}"]
-    summary = d.get("summary")
-    if summary:
-        lines += [
-            "",
-            "## Summary (free text, NOT authoritative: do not use it as a source of facts)",
-            str(summary),
-        ]
-    lines += [
-        "",
-        "## To continue",
-        "Restate the goal, every constraint (by id) and the next step, then run:",
-        f"`{d['confirm_command']}`",
-    ]
-    return "\n".join(lines) + "\n"
+def _recovery_did(f: Facts) -> dict[str, JSON]:
+    did: dict[str, JSON] = {}
+    if f.located is not None and f.located.start is not None:
+        did["start"] = {"id": f.located.start.id, "why": f.located.reason}
+    files: list[JSON] = []
+    if f.verified is not None:
+        did["decision"] = f.verified.decision
+        files += [a.to_json() for a in f.verified.files]
+        if f.verified.safety is not None:
+            did["safety_checkpoint"] = f.verified.safety.id
+        still = f.verified.final
+        if still.to_regenerate:
+            did["to_regenerate"] = list(still.to_regenerate)
+    a = f.asserted
+    if a is not None:
+        did["assertions"] = f"{len(a.run.results)} checked, {len(a.failed)} failing"
+        did["failed_inputs"] = [x.one_line() for x in a.failed]
+        did["accepted_inputs"] = [x.one_line() for x in a.accepted]
+        if a.rollback is not None and a.rollback.target is not None:
+            did["rolled_back_to"] = a.rollback.target.id
+            files += [x.to_json() for x in a.rollback.files]
+            if a.rollback.safety is not None:
+                did["rollback_safety_checkpoint"] = a.rollback.safety.id
+    did["files"] = files
+    did["steps_reset_to_pending"] = list(f.steps_reset)
+    did["constraints_failing"] = list(f.constraints_failing)
+    did["not_trusted"] = list(f.not_trusted)
+    did["suspected_drift"] = list(f.redo_attempts)
+    return {k: v for k, v in did.items() if v not in (None, [], {})}
 
 
-def build_brief(
-    state: dict[str, JSON],
-    contract: Contract | None,
-    events: Sequence[Event],
-    found: dict[str, JSON],
-    *,
-    max_tokens: int | None = None,
-    n_events: int = 10,
-) -> Brief:
+def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
+    state = f.state
     steps = [dict(s) for s in state.get("steps") or [] if isinstance(s, dict)]
     summary = state.get("summary")
     summary_text = summary.get("text") if isinstance(summary, dict) else None
@@ -159,11 +116,15 @@ def build_brief(
     data: dict[str, JSON] = {
         "v": 1,
         "task": task,
+        "mode": f.mode,
         "goal": state.get("goal", ""),
         "status": state.get("status"),
         "current_step": state.get("current_step"),
         "next_step": next_step(state),
-        "constraints": constraints_in_force(state, contract),
+        "constraints": f.contract.constraints_in_force(state),
+        "constraints_added_since_start": f.contract.added,
+        "constraints_removed_since_start": f.contract.removed,
+        "prose_rules": f.contract.prose,
         "steps": [
             {
                 "id": s["id"],
@@ -173,34 +134,186 @@ def build_brief(
             }
             for s in steps
         ],
-        "found": found,
-        "recent_events": [_event_line(e) for e in list(events)[-n_events:]],
+        "recovery": _recovery_did(f),
+        "budget": f.budget.to_json(),
+        "recent_work": list(f.work),
         "env": state.get("env") or {},
         "summary": summary_text or None,
         "summary_authoritative": False,
-        "confirm_command": f"git ckpt confirm {task} --restatement FILE",
+        "confirm_command": None
+        if f.mode != "ready"
+        else f"git ckpt confirm {task} --restatement FILE",
     }
     trimmed: list[str] = []
-    markdown = _render(data)
+    markdown = render_markdown(data)
     if max_tokens is not None:
         cuts: list[tuple[str, Callable[[dict[str, JSON]], bool]]] = [
-            ("events", _cut_events),
+            ("recent work", _cut_work),
             ("summary", lambda d: _drop(d, "summary", None)),
             ("outputs", _cut_outputs),
             ("environment", lambda d: _drop(d, "env", {})),
-            ("found details", _cut_found),
+            ("file lists", _cut_files),
         ]
         for name, cut in cuts:
-            while estimate_tokens(markdown) > max_tokens:
-                if not cut(data):
-                    break
+            while estimate_tokens(markdown) > max_tokens and cut(data):
                 if name not in trimmed:
                     trimmed.append(name)
-                markdown = _render(data)
+                markdown = render_markdown(data)
         data["trimmed"] = list(trimmed)
         data["over_budget"] = estimate_tokens(markdown) > max_tokens
-        markdown = _render(data)
+        markdown = render_markdown(data)
     return Brief(data, markdown, estimate_tokens(markdown), trimmed)
+
+
+# -- Markdown -------------------------------------------------------------------------
+
+
+def _list(value: JSON) -> list[JSON]:
+    return value if isinstance(value, list) else []
+
+
+def _constraint_lines(d: dict[str, JSON]) -> list[str]:
+    lines = ["", "## Constraints in force (verbatim, never trimmed)"]
+    constraints = _list(d["constraints"])
+    if not constraints:
+        lines.append("- (none)")
+    for c in constraints:
+        assert isinstance(c, dict)
+        line = f"- [{c['id']}] ({c['severity']}) {c['text']}"
+        if str(c.get("source", "")).startswith("removed"):
+            line += f"  _({c['source']})_"
+        lines.append(line)
+    added = _list(d.get("constraints_added_since_start"))
+    if added:
+        lines.append(
+            f"- (added to the contract since the starting checkpoint: {', '.join(map(str, added))})"
+        )
+    if d.get("prose_rules"):
+        lines += ["", "## Rules in .agent/contracts/constraints.md (verbatim, never trimmed)", ""]
+        lines.append(str(d["prose_rules"]).rstrip("\n"))
+    return lines
+
+
+def _step_lines(d: dict[str, JSON]) -> list[str]:
+    lines = ["", "## Steps"]
+    for s in _list(d["steps"]):
+        assert isinstance(s, dict)
+        line = f"- {s['id']} [{s['status']}]: {s['title']}"
+        if s.get("status") == "done":
+            line += " (done: do not redo)"
+        if s.get("outputs") is not None:
+            line += f" -> outputs: {json.dumps(s['outputs'], sort_keys=True)}"
+        lines.append(line)
+    return lines
+
+
+_LABELS = {
+    "start": "started from",
+    "decision": "decision",
+    "safety_checkpoint": "safety checkpoint (undoes the restore: `git ckpt restore ID`)",
+    "to_regenerate": "to regenerate",
+    "assertions": "assertions",
+    "failed_inputs": "failing assertions",
+    "accepted_inputs": (
+        "accepted by a person (re-pinned; redo the steps named if the new value matters)"
+    ),
+    "rolled_back_to": "rolled back to checkpoint",
+    "rollback_safety_checkpoint": "safety checkpoint (undoes the rollback)",
+    "steps_reset_to_pending": "steps reset to pending (redo them)",
+    "constraints_failing": "constraints failing now",
+    "not_trusted": "not trusted (the history does not back it)",
+    "suspected_drift": "suspected drift",
+}
+
+
+def _recovery_lines(d: dict[str, JSON]) -> list[str]:
+    did = d["recovery"]
+    assert isinstance(did, dict)
+    if not did:
+        return []
+    lines = ["", "## What recovery did"]
+    for key, value in did.items():
+        if key == "files":
+            if isinstance(value, str):
+                lines.append(f"- files: {value}")
+                continue
+            lines.append("- files, one by one:" if value else "- files: none changed")
+            for item in _list(value):
+                assert isinstance(item, dict)
+                lines.append(f"  - `{item['path']}`: {item['action']} ({item['why']})")
+        elif key == "start" and isinstance(value, dict):
+            lines.append(f"- started from checkpoint {value['id']}: {value['why']}")
+        elif key == "constraints_failing":
+            lines.append(f"- {_LABELS[key]}:")
+            for c in _list(value):
+                assert isinstance(c, dict)
+                lines.append(f"  - [{c.get('id')}] ({c.get('severity')}) {c.get('detail')}")
+        elif isinstance(value, list):
+            lines.append(f"- {_LABELS.get(key, key)}:")
+            lines += [f"  - {v}" for v in value]
+        else:
+            lines.append(f"- {_LABELS.get(key, key)}: {value}")
+    return lines
+
+
+def _budget_lines(d: dict[str, JSON]) -> list[str]:
+    b = d["budget"]
+    assert isinstance(b, dict)
+    usage, left = b.get("usage") or {}, b.get("left") or {}
+    assert isinstance(usage, dict) and isinstance(left, dict)
+    lines = ["", "## Budget"]
+    for spent, limit, rest in (
+        ("tokens_used", "token_budget", "tokens_left"),
+        ("calls_used", "calls_budget", "calls_left"),
+    ):
+        if spent in usage or limit in usage:
+            of = f" of {usage[limit]} ({left.get(rest)} left)" if limit in usage else ""
+            lines.append(f"- {spent.replace('_', ' ')}: {usage.get(spent, 0)}{of}")
+    if len(lines) == 2:
+        lines.append("- no usage recorded")
+    stop = b.get("last_stop")
+    lines.append(
+        f"- the last session stopped: {stop}"
+        if stop
+        else "- no quota, rate-limit or error event logged"
+    )
+    return lines
+
+
+def render_markdown(d: dict[str, JSON]) -> str:
+    lines = [f"# Recovery brief: {d['task']}", "", f"**Goal:** {d['goal']}", ""]
+    if d["mode"] == "finished":
+        lines.append("**The task is finished: every step is done. Next step: none.**")
+    lines.append(f"**Current step:** {d['current_step'] or 'none'}  ")
+    lines.append(f"**Next step:** {d['next_step'] or 'none'}")
+    lines += _constraint_lines(d)
+    lines += _step_lines(d)
+    lines += _recovery_lines(d)
+    lines += _budget_lines(d)
+    work = _list(d["recent_work"])
+    if work:
+        lines += ["", "## Your last work (oldest first)"]
+        lines += [f"- {e}" for e in work]
+    if d.get("env"):
+        lines += ["", "## Environment", f"{json.dumps(d['env'], sort_keys=True)}"]
+    if d.get("summary"):
+        lines += [
+            "",
+            "## Summary (free text, NOT authoritative: do not use it as a source of facts)",
+            str(d["summary"]),
+        ]
+    lines += ["", "## To continue"]
+    if d["confirm_command"]:
+        lines.append("Restate the goal, every constraint (by id) and the next step, then run:")
+        lines.append(f"`{d['confirm_command']}`")
+    elif d["mode"] == "finished":
+        lines.append("Nothing to continue: the task is finished (no confirmation needed).")
+    else:
+        lines.append("This brief changed nothing: run `git ckpt resume` to recover the task.")
+    return "\n".join(lines) + "\n"
+
+
+# -- trimming under --max-brief-tokens -----------------------------------------------
 
 
 def _drop(d: dict[str, JSON], key: str, empty: JSON) -> bool:
@@ -210,19 +323,16 @@ def _drop(d: dict[str, JSON], key: str, empty: JSON) -> bool:
     return True
 
 
-def _cut_events(d: dict[str, JSON]) -> bool:
-    events = d["recent_events"]
-    assert isinstance(events, list)
-    if not events:
+def _cut_work(d: dict[str, JSON]) -> bool:
+    work = _list(d["recent_work"])
+    if not work:
         return False
-    d["recent_events"] = events[len(events) // 2 + 1 :] if len(events) > 1 else []
+    d["recent_work"] = work[len(work) // 2 + 1 :] if len(work) > 1 else []
     return True
 
 
 def _cut_outputs(d: dict[str, JSON]) -> bool:
-    steps = d["steps"]
-    assert isinstance(steps, list)
-    for s in steps:
+    for s in _list(d["steps"]):
         assert isinstance(s, dict)
         if s.get("outputs") is not None:
             s["outputs"] = None
@@ -230,14 +340,11 @@ def _cut_outputs(d: dict[str, JSON]) -> bool:
     return False
 
 
-def _cut_found(d: dict[str, JSON]) -> bool:
-    found = d["found"]
-    assert isinstance(found, dict)
-    for key, value in found.items():
-        if isinstance(value, list) and value:
-            found[key] = f"{len(value)} item(s), listed in the recovery report"
-            return True
-        if isinstance(value, dict) and value:
-            found[key] = "see the recovery report"
-            return True
+def _cut_files(d: dict[str, JSON]) -> bool:
+    did = d["recovery"]
+    assert isinstance(did, dict)
+    files = did.get("files")
+    if isinstance(files, list) and files:
+        did["files"] = f"{len(files)} file(s), each named in the recovery report"
+        return True
     return False

@@ -137,7 +137,10 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         locate = report["locate"]
         assert isinstance(locate, dict)
         echo(f"   1 locate:     {locate['reason']}")
-        echo(f"   2 verify:     {json.dumps(report.get('verify_decision'))}")
+        verify = report.get("verify")
+        if isinstance(verify, dict):
+            files = ", ".join(f"{f['path']} {f['action']}" for f in verify.get("files") or [])
+            echo(f"   2 verify:     {verify.get('decision') or 'clean'}: {files or 'no file'}")
         checked = report.get("assertions") or {}
         assert isinstance(checked, dict)
         results = checked.get("results") or []

@@ -1,9 +1,15 @@
 """`git ckpt resume` and `git ckpt confirm`: the five steps, in order, with a report.
 
-1. locate the starting checkpoint;  2. verify the workspace;  3. check the
-assertions (controlled rollback on failure);  4. build the recovery brief;
-5. shadow confirmation: the task is `recovering` until `confirm` accepts the
-agent's restatement. Every resume stores a report in `refs/agent/reports/<task>`.
+1. locate the starting checkpoint;  2. verify the workspace (restore, accept or
+stop);  3. check the assertions (accept, controlled rollback, or stop) and run
+the constraints;  4. build the recovery brief;  5. the resume checkpoint: the
+task is `recovering` until `confirm` accepts the agent's restatement.
+
+Each step is a function that returns a record of what it found *and did*
+(`Located`, `VerifyStep`, `AssertionStep`, the constraint report); the brief,
+the report and the `--json` output are all built from those records, so what
+is reported is what happened. Every resume stores a report in
+`refs/agent/reports/<task>`.
 """
 
 from __future__ import annotations
@@ -14,27 +20,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from git_agentckpt.contracts.engine import make_command_runner
+from git_agentckpt.contracts.engine import make_command_runner, run_check_now
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
 from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
-from git_agentckpt.model import JSON, NewEvent, iso_now, new_ulid
-from git_agentckpt.recovery.assertions import (
-    AssertionRun,
-    CommandRunner,
-    find_rollback,
-    run_assertions,
-)
-from git_agentckpt.recovery.brief import Brief, build_brief, constraints_in_force, next_step
+from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
+from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
+from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
+from git_agentckpt.recovery.context import budget, contract_context, work_events
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
 from git_agentckpt.recovery.report import read_report, report_files, save_report
-from git_agentckpt.recovery.verify import Verification, ensure_tree, verify_workspace
+from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree, verify_step
 from git_agentckpt.settings import CONTRACTS_DIR
+from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import read_task
+from git_agentckpt.store.state import TaskView, read_task
 from git_agentckpt.store.workspace import Workspace
 
 
@@ -52,7 +55,7 @@ class ResumeOptions:
 @dataclass
 class ResumeOutcome:
     exit: Exit
-    outcome: str  # ready | finished | needs_person | assertions_failed | brief
+    outcome: str  # ready | not_ready | finished | needs_person | assertions_failed | brief
     message: str
     report: dict[str, JSON] = field(default_factory=dict)
     brief: Brief | None = None
@@ -76,17 +79,6 @@ def _runner(ck: Workspace) -> CommandRunner:
     return make_command_runner(ck.repo, TrustStore(), ck.log.redactor.text)
 
 
-class _Timer:
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.timings[name] = round(now - self._t, 4)
-        self._t = now
-
-
 def _finished(state: dict[str, JSON]) -> bool:
     steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
     if state.get("status") == "done":
@@ -94,61 +86,126 @@ def _finished(state: dict[str, JSON]) -> bool:
     return bool(steps) and all(s.get("status") in ("done", "skipped") for s in steps)
 
 
-def resume(ck: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
+@dataclass
+class _Session:
+    """One resume: what it read, what it recorded so far, and how long each step took."""
+
+    ws: Workspace
+    task: TaskName
+    opts: ResumeOptions
+    view: TaskView
+    state_now: dict[str, JSON]  # the current state, minus claims the history does not back
+    not_trusted: list[str]
+    contract: Contract | None
+    events: list[Event]
+    report: dict[str, JSON]
+    pending: list[NewEvent] = field(default_factory=list)  # logged with the report
+    timings: dict[str, float] = field(default_factory=dict)
+    _t: float = field(default_factory=time.perf_counter)
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(now - self._t, 4)
+        self._t = now
+
+    @property
+    def report_id(self) -> str:
+        return str(self.report["id"])
+
+    def facts(self, state: dict[str, JSON], mode: str, start_tree: str | None) -> Facts:
+        tree = start_tree or self.ws.repo.empty_tree()
+        return Facts(
+            state=state,
+            contract=contract_context(self.ws.repo, self.contract, tree),
+            budget=budget(state.get("usage") or {}, self.events),
+            mode=mode,
+            work=work_events(self.events, self.opts.n_events),
+            not_trusted=list(self.not_trusted),
+            redo_attempts=_redo_attempts(self.view, self.events),
+        )
+
+
+def _redo_attempts(view: TaskView, events: list[Event]) -> list[str]:
+    """Starts of done steps since the last checkpoint: a drift signal, never a plan."""
+    out = [
+        f"event #{s.seq}: step.start of a done step (it stays done)"
+        for s in view.skipped
+        if s.type == "step.start" and "which is done" in s.reason
+    ]
+    since = view.tip.commit if view.tip else None
+    seen_tip = since is None
+    for ev in events:
+        if not seen_tip:
+            seen_tip = ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == since
+            continue
+        if ev.type == REFUSED_START_EVENT and ev.data.get("status") == "done":
+            out.append(f"event #{ev.seq}: `step start {ev.links.get('step')}` refused: it is done")
+    return out
+
+
+def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
     task = TaskName(task_name)
-    view = read_task(ck.store, ck.log, task)
+    view = read_task(ws.store, ws.log, task)
     if view.state is None:
         raise NotFound(f"no task {task_name!r}", hint="see `git ckpt task list`")
     # a claim the history does not back (a forged or copied note) is reported, never trusted
-    suspects = unsupported_claims(ck.store, task, view.state, view.tip)
-    state_now = without_suspect_claims(view.state, suspects)
-    contract = load_contract(ck)
-    timer = _Timer()
-    report_id = new_ulid()
-    report: dict[str, JSON] = {"v": 1, "id": report_id, "task": task.name, "started": iso_now()}
-    events: list[NewEvent] = []
+    suspects = unsupported_claims(ws.store, task, view.state, view.tip)
+    report: dict[str, JSON] = {"v": 1, "id": new_ulid(), "task": task.name, "started": iso_now()}
     if suspects or view.skipped:
         report["suspect_state"] = [c.to_json() for c in suspects]
         report["skipped_events"] = [e.to_json() for e in view.skipped]
+    return _Session(
+        ws,
+        task,
+        opts,
+        view,
+        without_suspect_claims(view.state, suspects),
+        [c.one_line() for c in suspects] + [e.one_line() for e in view.skipped],
+        load_contract(ws),
+        ws.log.read(task),
+        report,
+    )
 
-    def stop(status: Exit, message: str) -> ResumeOutcome:
-        outcome = "needs_person" if status == Exit.NEEDS_PERSON else "assertions_failed"
-        return _stop(ck, task, report, events, timer, status, outcome, message)
 
+def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
+    s = _open(ws, task_name, opts)
     if opts.brief_only:
         brief = build_brief(
-            state_now,
-            contract,
-            ck.log.read(task),
-            {"mode": "brief only"},
-            max_tokens=opts.max_brief_tokens,
-            n_events=opts.n_events,
+            s.facts(s.state_now, "brief only", None), max_tokens=opts.max_brief_tokens
         )
-        return ResumeOutcome(
-            Exit.OK, "brief", "brief only: nothing was changed", {"task": task.name}, brief
+        message = "brief only: nothing was changed"
+        return ResumeOutcome(Exit.OK, "brief", message, {"task": s.task.name}, brief)
+    if _finished(s.state_now):
+        return _finish(s)
+    located = locate_step(s)
+    start, effective = located.start, located.effective
+    assert start is not None and effective is not None
+    verified = verify_step(ws, effective, restore=opts.restore, accept_drift=opts.accept_drift)
+    _record_verify(s, verified)
+    if verified.needs_person:
+        n = len(verified.found.source)
+        return _stop(
+            s,
+            Exit.NEEDS_PERSON,
+            f"{n} source file(s) differ from checkpoint {start.id}: rerun with --restore "
+            "(bring them back) or --accept-drift (keep them)",
         )
+    asserted = _assertions(s, start, verified, located)
+    if asserted.stopped:
+        return _stop(s, Exit.ASSERTIONS_FAILED, f"assertions fail: {asserted.stopped}")
+    if asserted.rollback is not None and asserted.rollback.target is not None:
+        start = effective = asserted.rollback.target
+    failing = _constraints(s)
+    return _ready(s, located, start, verified, asserted, failing)
 
-    if _finished(state_now):
-        report.update({"outcome": "finished", "exit": 0, "next_step": None})
-        brief = build_brief(
-            state_now,
-            contract,
-            [],
-            {"finished": True},
-            max_tokens=opts.max_brief_tokens,
-            n_events=0,
-        )
-        _store(ck, task, report, brief, [NewEvent("recovery.finished", data={"report": report_id})])
-        return ResumeOutcome(
-            Exit.OK, "finished", f"task {task} is finished: next step none", report, brief
-        )
 
-    # 1. locate
-    located = locate(ck.store, ck.log, task, roll_forward=True)
-    if opts.from_checkpoint:
-        chosen = ck.resolve(opts.from_checkpoint)
-        if chosen.task != task.name:
-            raise UsageError(f"checkpoint {chosen.id} belongs to task {chosen.task}, not {task}")
+def locate_step(s: _Session) -> Located:
+    """Step 1: the starting checkpoint (`--from` names one)."""
+    located = locate(s.ws.store, s.ws.log, s.task, roll_forward=True)
+    if s.opts.from_checkpoint:
+        chosen = s.ws.resolve(s.opts.from_checkpoint)
+        if chosen.task != s.task.name:
+            raise UsageError(f"checkpoint {chosen.id} belongs to task {chosen.task}, not {s.task}")
         located = Located(
             chosen,
             chosen,
@@ -158,181 +215,138 @@ def resume(ck: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
             located.rolled_forward,
             located.aborted,
             located.mid_step,
+            located.elsewhere,
         )
     if located.start is None or located.effective is None:
         raise NotFound(
-            f"task {task} has no complete checkpoint to resume from",
-            hint=f"take one with `git ckpt create -t {task}`",
+            f"task {s.task} has no complete checkpoint to resume from",
+            hint=f"take one with `git ckpt create -t {s.task}`",
         )
-    start, effective = located.start, located.effective
-    report["locate"] = located.to_json()
-    events.append(
+    s.report["locate"] = located.to_json()
+    s.pending.append(
         NewEvent(
             "recovery.locate",
-            links={"checkpoint": start.commit},
-            data={
-                "reason": located.reason,
-                "report": report_id,
-                "open_steps": list(located.open_steps),
-                "rolled_forward": list(located.rolled_forward),
-                "aborted": list(located.aborted),
-            },
+            links={"checkpoint": located.start.commit},
+            data={"report": s.report_id, **located.to_json()},
         )
     )
-    timer.lap("locate")
+    s.lap("locate")
+    return located
 
-    # 2. verify
-    settings = ck.settings
-    v = verify_workspace(
-        ck.repo, effective.tree, settings.regenerable, settings.secret_paths, clean=True
-    )
-    report["verify"] = v.to_json()
-    decision: dict[str, JSON] | None = None
-    if not v.clean:
-        if opts.restore:
-            restored = ck.restore(effective.commit)
-            decision = {
-                "decision": "restore",
-                "safety_checkpoint": restored.safety.id if restored.safety else None,
-            }
-            v = verify_workspace(
-                ck.repo, effective.tree, settings.regenerable, settings.secret_paths, clean=True
-            )
-        elif opts.accept_drift:
-            decision = {"decision": "accept_drift", "files": [d["path"] for d in v.source]}
-        else:
-            report["verify"] = v.to_json()
-            timer.lap("verify")
-            return stop(
-                Exit.NEEDS_PERSON,
-                f"{len(v.source)} source file(s) differ from checkpoint {start.id}: "
-                "rerun with --restore (bring them back) or --accept-drift (keep them)",
-            )
-        report["verify_decision"] = decision
-    events.append(NewEvent("recovery.verify", data={**v.to_json(), "decision": decision}))
-    timer.lap("verify")
+
+def _record_verify(s: _Session, verified: VerifyStep) -> None:
+    s.report["verify"] = verified.to_json()
+    s.pending.append(NewEvent("recovery.verify", data=verified.to_json()))
     crash_point("resume.verified")
+    s.lap("verify")
 
-    # 3. assertions, with a controlled rollback
-    runner = _runner(ck)
-    tree = ensure_tree(ck.repo, v, settings.secret_paths)
-    run = run_assertions(ck.store, start, ck.repo.workdir, tree, runner)
-    report["assertions"] = run.to_json()
-    if not run.passed:
-        if opts.no_rollback:
-            return stop(
-                Exit.ASSERTIONS_FAILED,
-                _failed_msg(run, "--no-rollback: stopping"),
-            )
-        target, tried = find_rollback(ck.store, start, located.mid_step, runner)
-        report["rollback"] = {
-            "tried": [t.to_json() for t in tried],
-            "target": target.to_json() if target else None,
-        }
-        events.append(
-            NewEvent(
-                "recovery.rollback",
-                data={
-                    "tried": [t.checkpoint for t in tried],
-                    "target": target.commit if target else None,
-                },
-            )
-        )
-        if target is None:
-            return stop(
-                Exit.ASSERTIONS_FAILED,
-                _failed_msg(run, f"no earlier checkpoint passes ({len(tried)} tried)"),
-            )
-        ck.restore(target.commit)
-        start = effective = target
-        v = verify_workspace(
-            ck.repo, target.tree, settings.regenerable, settings.secret_paths, clean=True
-        )
-    events.append(NewEvent("recovery.assertions", data=run.to_json()))
-    timer.lap("assertions")
 
-    # 4. the state to continue from, and the brief
-    state = ck.store.state_note(start.commit) or copy.deepcopy(state_now)
-    start_suspects = unsupported_claims(ck.store, task, state, start)
-    state = without_suspect_claims(state, start_suspects)
-    suspect_lines = sorted({c.one_line() for c in [*suspects, *start_suspects]})
-    reset = _reset_steps(state_now, state)
-    state["status"] = "recovering"
-    state["recovery"] = {"from": start.commit, "id": start.id, "report": report_id}
-    found: dict[str, JSON] = {
-        "start": start.id,
-        "why": located.reason,
-        "source_drift": v.source,
-        "regenerable_cleaned": v.cleaned,
-        "to_regenerate": v.to_regenerate,
-        "assertions": f"{len(run.results)} checked, passed={run.passed}",
-        "steps_reset_to_pending": reset,
-    }
-    if decision:
-        found["decision"] = decision
-    if suspect_lines:
-        found["suspect_state_not_trusted"] = list(suspect_lines)
-    if view.skipped:
-        found["skipped_events"] = [e.one_line() for e in view.skipped]
-    if v.secret_left:  # differ from the checkpoint, never restored: the agent should know
-        found["secret_paths_left_as_they_are"] = v.secret_left
-    brief = build_brief(
-        state,
-        contract,
-        ck.log.read(task),
-        found,
-        max_tokens=opts.max_brief_tokens,
-        n_events=opts.n_events,
+def _assertions(
+    s: _Session, start: Checkpoint, verified: VerifyStep, located: Located
+) -> AssertionStep:
+    """Step 3: the starting checkpoint's assertions, on the working tree as it is now."""
+    tree = ensure_tree(s.ws.repo, verified.final, s.ws.settings.secret_paths)
+    step = assertions_step(
+        s.ws,
+        start,
+        tree,
+        verified,
+        skip=located.mid_step,
+        no_rollback=s.opts.no_rollback,
+        runner=_runner(s.ws),
     )
-    report["brief"] = brief.data
-    timer.lap("brief")
+    s.report["assertions"] = step.to_json()
+    s.pending.append(NewEvent("recovery.assertions", data=step.to_json()))
+    s.lap("assertions")
+    return step
 
-    # 5. the resume checkpoint: the task is recovering until confirmed
-    events.append(
+
+def _constraints(s: _Session) -> list[dict[str, JSON]]:
+    """Every constraint, run now (trusted commands only): the failing ones."""
+    outcome = run_check_now(s.ws, s.task)
+    s.report["constraints"] = outcome.report.to_json()
+    s.lap("constraints")
+    return [
+        {"id": r.id, "severity": r.severity, "status": r.status, "detail": r.detail}
+        for r in outcome.report.results
+        if r.status in ("fail", "error")
+    ]
+
+
+def _resume_state(s: _Session, start: Checkpoint) -> tuple[dict[str, JSON], list[str]]:
+    """The state the task continues from: the start's (its claims checked), recovering,
+    with the usage counters of now (usage is cumulative across resumes)."""
+    state = s.ws.store.state_note(start.commit) or copy.deepcopy(s.state_now)
+    suspects = unsupported_claims(s.ws.store, s.task, state, start)
+    state = without_suspect_claims(state, suspects)
+    s.not_trusted += [c.one_line() for c in suspects if c.one_line() not in s.not_trusted]
+    reset = _reset_steps(s.state_now, state)
+    state["status"] = "recovering"
+    state["recovery"] = {"from": start.commit, "id": start.id, "report": s.report_id}
+    state["usage"] = copy.deepcopy(s.state_now.get("usage") or {})
+    return state, reset
+
+
+def _ready(
+    s: _Session,
+    located: Located,
+    start: Checkpoint,
+    verified: VerifyStep,
+    asserted: AssertionStep,
+    failing: list[dict[str, JSON]],
+) -> ResumeOutcome:
+    """Steps 4 and 5: the brief, the resume checkpoint, the report."""
+    state, reset = _resume_state(s, start)
+    facts = s.facts(state, "ready", start.tree)
+    facts.located, facts.verified, facts.asserted = located, verified, asserted
+    facts.constraints_failing, facts.steps_reset = failing, reset
+    brief = build_brief(facts, max_tokens=s.opts.max_brief_tokens)
+    s.report["brief"] = brief.data
+    s.lap("brief")
+    s.pending.append(
         NewEvent(
             "recovery.reset",
             links={"checkpoint": start.commit},
-            data={"steps_reset_to_pending": reset, "report": report_id},
+            data={"steps_reset_to_pending": reset, "report": s.report_id},
         )
     )
-    ck.log.append(task, events)
-    events = []
-    made = ck.create(
-        task.name,
+    s.ws.log.append(s.task, s.pending)
+    s.pending = []
+    made = s.ws.create(
+        s.task.name,
         message=f"resume from {start.id}",
         trigger=RESUME_TRIGGER,
         force=True,
         _state_override=state,
     )
     crash_point("resume.checkpoint")
-    report["resume_checkpoint"] = made.to_json()
-    timer.lap("checkpoint")
-    report.update({"outcome": "ready", "exit": 0, "timings": timer.timings})
-    _store(
-        ck,
-        task,
-        report,
-        brief,
-        [
-            NewEvent(
-                "recovery.ready",
-                links={"checkpoint": made.commit},
-                data={"report": report_id, "next_step": brief.data["next_step"]},
-            )
-        ],
-    )
-    return ResumeOutcome(
-        Exit.OK,
-        "ready",
-        f"ready: confirm with `git ckpt confirm {task} --restatement FILE`",
-        report,
-        brief,
-    )
+    s.report["resume_checkpoint"] = made.to_json()
+    s.lap("checkpoint")
+    blocking = [c for c in failing if c.get("severity") == "block"]
+    status, outcome = (Exit.NOT_READY, "not_ready") if blocking else (Exit.OK, "ready")
+    s.report.update({"outcome": outcome, "exit": int(status), "timings": s.timings})
+    data = {"report": s.report_id, "next_step": brief.data["next_step"]}
+    _store(s, brief, [NewEvent("recovery.ready", links={"checkpoint": made.commit}, data=data)])
+    confirm_hint = f"confirm with `git ckpt confirm {s.task} --restatement FILE`"
+    if blocking:
+        ids = ", ".join(str(c["id"]) for c in blocking)
+        message = f"not ready: block constraint(s) {ids} fail; fix them, then {confirm_hint}"
+    else:
+        message = f"ready: {confirm_hint}"
+    return ResumeOutcome(status, outcome, message, s.report, brief)
 
 
-def _failed_msg(run: AssertionRun, tail: str) -> str:
-    failed = [str(r["id"]) for r in run.results if r["status"] in ("fail", "error")]
-    return f"assertion(s) {', '.join(failed)} fail: {tail}"
+def _finish(s: _Session) -> ResumeOutcome:
+    """A finished task: nothing to recover, nothing to confirm; next step none."""
+    tip = s.view.tip
+    brief = build_brief(
+        s.facts(s.state_now, "finished", tip.tree if tip else None),
+        max_tokens=s.opts.max_brief_tokens,
+    )
+    s.report.update({"outcome": "finished", "exit": 0, "next_step": None})
+    _store(s, brief, [NewEvent("recovery.finished", data={"report": s.report_id})])
+    message = f"task {s.task} is finished: next step none (nothing to confirm)"
+    return ResumeOutcome(Exit.OK, "finished", message, s.report, brief)
 
 
 def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
@@ -344,61 +358,52 @@ def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
     ]
 
 
-def _store(
-    ck: Workspace,
-    task: TaskName,
-    report: dict[str, JSON],
-    brief: Brief | None,
-    events: list[NewEvent],
-) -> None:
+def _store(s: _Session, brief: Brief | None, events: list[NewEvent]) -> None:
     save_report(
-        ck.repo,
-        task,
-        str(report["id"]),
-        report_files(report, brief.markdown if brief else None, ck.log.redactor),
-        f"report {report['id']}: {report.get('outcome')}\n",
+        s.ws.repo,
+        s.task,
+        s.report_id,
+        report_files(s.report, brief.markdown if brief else None, s.ws.log.redactor),
+        f"report {s.report_id}: {s.report.get('outcome')}\n",
     )
     crash_point("resume.report")
-    ck.log.append(task, events)
+    s.ws.log.append(s.task, [*s.pending, *events])
+    s.pending = []
 
 
-def _stop(
-    ck: Workspace,
-    task: TaskName,
-    report: dict[str, JSON],
-    events: list[NewEvent],
-    timer: _Timer,
-    status: Exit,
-    outcome: str,
-    message: str,
-) -> ResumeOutcome:
-    report.update(
-        {"outcome": outcome, "exit": int(status), "message": message, "timings": timer.timings}
+def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:
+    outcome = "needs_person" if status == Exit.NEEDS_PERSON else "assertions_failed"
+    s.report.update(
+        {"outcome": outcome, "exit": int(status), "message": message, "timings": s.timings}
     )
-    events.append(
-        NewEvent(
-            "recovery.stopped",
-            data={"outcome": outcome, "message": message, "report": report["id"]},
-        )
-    )
-    _store(ck, task, report, None, events)
-    return ResumeOutcome(status, outcome, message, report)
+    data = {"outcome": outcome, "message": message, "report": s.report_id}
+    _store(s, None, [NewEvent("recovery.stopped", data=data)])
+    return ResumeOutcome(status, outcome, message, s.report)
 
 
 # -- confirm ------------------------------------------------------------------------------
 
 
 def confirm(
-    ck: Workspace, task_name: str, restatement: str | None, by_human: bool
+    ws: Workspace, task_name: str, restatement: str | None, by_human: bool
 ) -> tuple[Exit, Verdict, dict[str, JSON]]:
     task = TaskName(task_name)
-    state = ck.state(task)
+    state = ws.state(task)
     if state.get("status") != "recovering":
+        completed = _complete_confirmation(ws, task)
+        if completed is not None:  # a confirm killed after its verdict was logged
+            return completed
         raise UsageError(
             f"task {task} is not recovering (status {state.get('status')})",
             hint=f"run `git ckpt resume {task}` first",
         )
-    contract = load_contract(ck)
+    recovery = state.get("recovery")
+    report_id = recovery.get("report") if isinstance(recovery, dict) else None
+    start = recovery.get("from") if isinstance(recovery, dict) else None
+    start_tree = ws.repo.read_commit(start).tree if isinstance(start, str) else ws.repo.empty_tree()
+    constraints = contract_context(ws.repo, load_contract(ws), start_tree).constraints_in_force(
+        state
+    )
     steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
     expected = next_step(state)
     if by_human:
@@ -409,44 +414,72 @@ def confirm(
         verdict = check_restatement(
             restatement,
             goal=str(state.get("goal", "")),
-            constraints=constraints_in_force(state, contract),
+            constraints=constraints,
             expected_next=expected,
             done_steps=[str(s["id"]) for s in steps if s.get("status") == "done"],
             step_titles={str(s["id"]): str(s.get("title", "")) for s in steps},
         )
     who = {"agent": f"human:{getpass.getuser()}"} if by_human else {}
-    recovery = state.get("recovery")
-    report_id = recovery.get("report") if isinstance(recovery, dict) else None
     result = {**verdict.to_json(), "by": "human" if by_human else "checker"}
     events = [NewEvent("recovery.restatement", who, input=restatement, data={"report": report_id})]
     if verdict.passed:
-        events.append(NewEvent("recovery.confirmed", who, data=result))
+        events.append(NewEvent("recovery.confirmed", who, data={**result, "report": report_id}))
         events.append(NewEvent("state.update", who, data={"patch": {"status": "active"}}))
     else:
-        events.append(NewEvent("recovery.rejected", who, data=result))
+        events.append(NewEvent("recovery.rejected", who, data={**result, "report": report_id}))
     crash_point("confirm.checked")
-    ck.log.append(task, events)
+    ws.log.append(task, events)
     crash_point("confirm.logged")
     if isinstance(report_id, str):
-        try:
-            report = read_report(ck.repo, task, report_id)
-        except NotFound:
-            report = None
-        if report is not None:
-            report.pop("files", None)
-            report.pop("path", None)
-            report["confirmation"] = result
-            files = report_files(
-                report, None, ck.log.redactor, restatement or "(approved by a person)"
-            )
-            save_report(
-                ck.repo,
-                task,
-                report_id,
-                files,
-                f"report {report_id}: {'confirmed' if verdict.passed else 'rejected'}\n",
-            )
+        _save_confirmation(ws, task, report_id, result, restatement)
     return (Exit.OK if verdict.passed else Exit.BAD_RESTATEMENT), verdict, result
+
+
+def _save_confirmation(
+    ws: Workspace, task: TaskName, report_id: str, result: dict[str, JSON], text: str | None
+) -> None:
+    try:
+        report = read_report(ws.repo, task, report_id)
+    except NotFound:
+        return
+    report.pop("files", None)
+    report.pop("path", None)
+    report["confirmation"] = result
+    files = report_files(report, None, ws.log.redactor, text or "(approved by a person)")
+    verdict = "confirmed" if result.get("passed") else "rejected"
+    save_report(ws.repo, task, report_id, files, f"report {report_id}: {verdict}\n")
+
+
+def _complete_confirmation(
+    ws: Workspace, task: TaskName
+) -> tuple[Exit, Verdict, dict[str, JSON]] | None:
+    """Roll a confirm forward: its verdict is logged (the commit point) but its report
+    was never updated (killed in between). None when there is nothing to complete."""
+    events = ws.log.read(task)
+    at = next((i for i in range(len(events) - 1, -1, -1) if events[i].type in _VERDICTS), None)
+    if at is None or events[at].type != "recovery.confirmed":
+        return None
+    report_id = events[at].data.get("report")
+    if not isinstance(report_id, str):
+        return None
+    try:
+        if "confirmation" in read_report(ws.repo, task, report_id):
+            return None
+    except NotFound:
+        return None
+    said = [e for e in events[:at] if e.type == "recovery.restatement"]
+    text = said[-1].input if said and isinstance(said[-1].input, str) else None
+    result = {k: v for k, v in events[at].data.items() if k != "report"}
+    _save_confirmation(ws, task, report_id, result, text)
+    verdict = Verdict(passed=True, expected_next_step=_str(result.get("expected_next_step")))
+    return Exit.OK, verdict, result
+
+
+_VERDICTS = ("recovery.confirmed", "recovery.rejected", "recovery.ready")
+
+
+def _str(value: JSON) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 __all__ = ["ResumeOptions", "ResumeOutcome", "Verification", "confirm", "resume"]

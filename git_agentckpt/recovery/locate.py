@@ -41,6 +41,8 @@ class Located:
     rolled_forward: list[str] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     mid_step: set[str] = field(default_factory=set)  # commits never usable as a start
+    # committed in another clone's chain (their commit event came by fetch): not aborted
+    elsewhere: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -51,6 +53,7 @@ class Located:
             "skipped": [c.commit for c in self.skipped],
             "rolled_forward": self.rolled_forward,
             "aborted_checkpoints": self.aborted,
+            "committed_elsewhere": self.elsewhere,
         }
 
 
@@ -89,7 +92,12 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
             has_abort.add(commit)
 
     rolled = [c for c in prepared_at if c in committed and c not in has_commit_event]
-    aborted = [c for c in prepared_at if c not in committed and c not in has_abort]
+    aborted = [
+        c
+        for c in prepared_at
+        if c not in committed and c not in has_abort and c not in has_commit_event
+    ]
+    elsewhere = [c for c in prepared_at if c not in committed and c in has_commit_event]
     if roll_forward and rolled:
         log.append(
             task,
@@ -152,6 +160,7 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
             rolled,
             aborted,
             mid_step,
+            elsewhere,
         )
     start = _origin(store, effective)
     if start is not effective:
@@ -165,4 +174,5 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
         rolled,
         aborted,
         mid_step,
+        elsewhere,
     )

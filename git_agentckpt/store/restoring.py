@@ -35,6 +35,7 @@ class RestoreResult:
     safety: Checkpoint | None
     dry_run: bool
     secret: tuple[str, ...] = ()  # secret paths that differ: never written nor deleted
+    agent_kept: tuple[str, ...] = ()  # .agent/ files that differ: never reverted
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -43,24 +44,34 @@ class RestoreResult:
             "deleted": list(self.deleted),
             "skipped": list(self.skipped),
             "secret_paths_left": list(self.secret),
+            "agent_files_kept": list(self.agent_kept),
             "safety_checkpoint": self.safety.to_json() if self.safety else None,
             "dry_run": self.dry_run,
         }
 
 
-def without_secrets(plan: RestorePlan, patterns: Sequence[str]) -> tuple[RestorePlan, list[str]]:
-    """The plan minus the files matching `secret_paths`, and those files.
+AGENT_DIR = ".agent"  # the project's settings and contracts: never reverted
+
+
+def without_kept(
+    plan: RestorePlan, patterns: Sequence[str]
+) -> tuple[RestorePlan, list[str], list[str]]:
+    """The plan minus what restore never touches: (plan, secret files, `.agent/` files).
 
     A snapshot never holds a secret file's current content (a tracked one keeps
     HEAD's blob), and a checkpoint from another clone may hold anything there:
-    restore never reverts, overwrites or deletes a user's `.env`.
+    restore never reverts, overwrites or deletes a user's `.env`. The project's
+    `.agent/` (settings, contracts) is never reverted either: a constraint added
+    since the checkpoint stays in force (design section 3, step 2).
     """
-    secret = sorted(
-        c.path for c in (*plan.writes, *plan.deletes) if match_excluded(patterns, c.path)
+    paths = [c.path for c in (*plan.writes, *plan.deletes)]
+    secret = sorted(p for p in paths if match_excluded(patterns, p))
+    agent = sorted(
+        p for p in paths if p not in secret and (p == AGENT_DIR or p.startswith(AGENT_DIR + "/"))
     )
-    if not secret:
-        return plan, []
-    drop = set(secret)
+    if not secret and not agent:
+        return plan, [], []
+    drop = {*secret, *agent}
     return (
         dataclasses.replace(
             plan,
@@ -68,6 +79,7 @@ def without_secrets(plan: RestorePlan, patterns: Sequence[str]) -> tuple[Restore
             deletes=tuple(c for c in plan.deletes if c.path not in drop),
         ),
         secret,
+        agent,
     )
 
 
@@ -78,7 +90,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
     target = ws.resolve(name)
     task = TaskName(target.task)
     current_tree = snapshot_tree(ws.repo, ws.settings.secret_paths)
-    plan, secret = without_secrets(
+    plan, secret, agent = without_kept(
         plan_restore(
             ws.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
         ),
@@ -121,4 +133,5 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
         safety=safety,
         dry_run=dry_run,
         secret=tuple(secret),
+        agent_kept=tuple(agent),
     )

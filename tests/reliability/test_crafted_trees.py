@@ -71,13 +71,13 @@ def link(repo: Path, name: bytes, target: str) -> Entry:
     return ("120000", name, blob(repo, target))
 
 
-def crafted_checkpoint(repo: Path, tree_id: str, task: str = "evil") -> str:
-    """A checkpoint of `tree_id`, made by `git ckpt create --light`; its id."""
+def crafted_checkpoint(repo: Path, tree_id: str, task: str = "evil", *extra: str) -> str:
+    """A checkpoint of `tree_id`, made by `git ckpt create --light [extra]`; its id."""
     head = git(repo, "rev-parse", "HEAD")
     commit = git(repo, "commit-tree", tree_id, "-p", head, "-m", "crafted")
     git(repo, "update-ref", "HEAD", commit)
     try:
-        made = ckpt_json(repo, "create", "-t", task, "--light")
+        made = ckpt_json(repo, "create", "-t", task, "--light", *extra)
     finally:
         git(repo, "update-ref", "HEAD", head)
     assert made["tree"] == tree_id
@@ -473,8 +473,14 @@ def test_resume_restore_refuses_a_crafted_start(repo: Path, outside: Path) -> No
 
 
 def test_rollback_refuses_a_crafted_earlier_checkpoint(repo: Path, outside: Path) -> None:
+    """A crafted candidate that asserts the failed file (so rollback tests it) is refused
+    before any of its files is written, even to the scratch directory."""
     evil = crafted_checkpoint(
-        repo, tree(repo, link(repo, b"s", str(outside)), dir_with(repo, b"s")), task="t"
+        repo,
+        tree(repo, link(repo, b"s", str(outside)), dir_with(repo, b"s")),
+        "t",
+        "--assert",
+        "good@file_contains:model.py=GOOD",
     )
     write(repo / "model.py", "BAD\n")
     ckpt(repo, "create", "-t", "t", "--assert", "good@file_contains:model.py=GOOD")

@@ -366,12 +366,9 @@ KILL_POINTS: dict[str, list[str]] = {
 }
 CASES = [(command, point) for command, points in KILL_POINTS.items() for point in points]
 # Bugs these kills found (issue 9), left to the owners of the code at fault.
-KNOWN_BUGS = {
-    ("confirm", point): "confirm logs its verdict and state.update, then updates the report "
-    "in a second write: killed between the two, the report never gets the confirmation, and "
-    "a rerun of confirm is refused (the task is no longer recovering), so nothing completes it"
-    for point in ("event.ref", "confirm.logged")
-}
+# (command, point) -> why it is expected to fail; empty since confirm rolls a logged
+# verdict forward into its report on a rerun (it was the one known bug)
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def test_every_point_is_killed_at_and_documented() -> None:

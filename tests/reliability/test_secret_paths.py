@@ -452,7 +452,8 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     report = json.loads(out.stdout)
     assert report["verify"]["source_drift"] == []
     assert report["verify"]["secret_paths_left"] == [".env"]
-    assert report["brief"]["found"]["secret_paths_left_as_they_are"] == [".env"]
+    kept = [f for f in report["brief"]["recovery"]["files"] if f["why"] == "secret_paths"]
+    assert kept == [{"path": ".env", "action": "kept", "why": "secret_paths"}]
     assert (repo / ".env").read_text() == edited
     ckpt(repo, "confirm", "t", "--by-human")
     ckpt(repo, "create", "-t", "t", "-m", "after the restore")
