@@ -342,3 +342,48 @@ def test_the_brief_shows_the_agents_own_last_work_not_bookkeeping(repo: Path) ->
     work = out["brief"]["recent_work"]
     assert any("tool.call" in line and "3 passed" in line for line in work)
     assert not any("checkpoint." in line for line in work)
+
+
+def two_clones(tmp_path: Path) -> tuple[Path, Path]:
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    a, b = tmp_path / "a", tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(remote), str(a))
+    write(a / "README.md", "shared\n")
+    commit_all(a, "initial")
+    git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
+    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(b))
+    return a, b
+
+
+def test_another_clones_committed_checkpoint_is_not_called_aborted(tmp_path: Path) -> None:
+    a, b = two_clones(tmp_path)
+    start(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    theirs = ckpt_json(a, "create", "-t", "t", "-m", "a's work")  # the chains diverge
+    ckpt(b, "create", "-t", "t", "-m", "b's work")
+    ckpt(a, "push")
+    ckpt(b, "fetch", ok=False)  # exit 5: diverged checkpoint refs stay apart
+    code, out = resume(b)
+    assert code == 0, out["message"]
+    assert out["locate"]["aborted_checkpoints"] == []
+    assert out["locate"]["committed_elsewhere"] == [theirs["commit"]]
+    text = ckpt(b, "resume", "t", ok=False).stdout
+    assert "aborted" not in text and "is another clone's" in text
+
+
+def test_the_log_marks_events_merged_from_another_clone(tmp_path: Path) -> None:
+    a, b = two_clones(tmp_path)
+    start(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    ckpt(a, "event", "t", "--type", "note", "--json", '{"n": "from a"}')
+    ckpt(b, "event", "t", "--type", "note", "--json", '{"n": "from b"}')
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    lines = ckpt(b, "log", "t").stdout.splitlines()
+    ours = [line for line in lines if "note" in line and "*" not in line.split()[0]]
+    merged = [line for line in lines if line.split()[0].endswith("*") and "note" in line]
+    assert len(ours) == 1 and len(merged) == 1 and "note" in merged[0]
+    assert any("merged from another clone" in line for line in lines)

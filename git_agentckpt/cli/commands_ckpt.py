@@ -187,12 +187,16 @@ def show(ctx: click.Context, checkpoint: str, as_json: bool) -> None:
 @click.pass_context
 def log(ctx: click.Context, task: str, limit: int | None, as_json: bool) -> None:
     """Show the event log of TASK (text, or JSON Lines with --json)."""
-    events = open_ckpt(ctx).events(task, limit)
+    marked = open_ckpt(ctx).events_marked(task, limit)
     if as_json:
-        emit_jsonl([e.to_json() for e in events])
+        emit_jsonl([e.to_json() for e, _ in marked])
         return
-    for e in events:
-        click.echo(f"{e.seq:>5}  {e.ts}  {e.summary().split(' ', 1)[1]}")
+    for e, merged in marked:
+        mark = "*" if merged else " "
+        click.echo(f"{e.seq:>5}{mark} {e.ts}  {e.summary().split(' ', 1)[1]}")
+    if any(merged for _, merged in marked):
+        click.echo("(* merged from another clone by fetch: its own number and time, in the order")
+        click.echo("   the merge brought it in; numbers may repeat and times go back there)")
 
 
 @cli.command()

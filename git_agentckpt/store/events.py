@@ -157,11 +157,19 @@ class EventLog:
 
     def iter_back(self, task: TaskName) -> Iterator[Event]:
         """Events newest first (reads only as far back as the caller iterates)."""
+        for ev, _ in self.iter_back_marked(task):
+            yield ev
+
+    def iter_back_marked(self, task: TaskName) -> Iterator[tuple[Event, bool]]:
+        """Events newest first, each with whether a union merge brought it in (written by
+        another clone: it keeps that clone's `seq`, so numbers may repeat or go back)."""
         tip = self.repo.read_ref(task.events_ref)
         if tip is None:
             return
         for info in self.repo.walk(tip):
-            yield from reversed(events_of(info))
+            merged = len(info.parents) > 1
+            for ev in reversed(events_of(info)):
+                yield ev, merged
 
     def read(self, task: TaskName) -> list[Event]:
         """All events, oldest first."""

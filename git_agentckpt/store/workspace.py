@@ -387,6 +387,20 @@ class Workspace:
     ) -> Event:
         return self.append_events(task, [NewEvent.from_payload(type_, payload or {}, actor)])[0]
 
+    def events_marked(self, task: str, limit: int | None = None) -> list[tuple[Event, bool]]:
+        """Events oldest first, each with whether it came in by a union merge from another
+        clone (`git ckpt log` marks those: they keep the other clone's numbers)."""
+        t = TaskName(task)
+        if not self.log.exists(t):
+            raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
+        out: list[tuple[Event, bool]] = []
+        for item in self.log.iter_back_marked(t):
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(item)
+        out.reverse()
+        return out
+
     def events(self, task: str, limit: int | None = None) -> list[Event]:
         t = TaskName(task)
         if not self.log.exists(t):
