@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import stat
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -21,7 +19,6 @@ from pygit2.enums import DeltaStatus, FileMode, ObjectType
 from pygit2.ffi import C
 
 from git_agentckpt.errors import (
-    ConflictError,
     CorruptError,
     NotFound,
     RepositoryError,
@@ -30,6 +27,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.leftovers import break_if_abandoned
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
+from git_agentckpt.retry import retry
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 STALE_LOCK_SECONDS = 5.0
@@ -72,18 +70,8 @@ class TreeFile:
 
 
 def retry_cas(attempt: Callable[[], T | None], what: str, tries: int = 200) -> T:
-    """Run `attempt` until it returns non-None; sleep with jitter between lost races."""
-    delay = 0.0005
-    for _ in range(tries):
-        result = attempt()
-        if result is not None:
-            return result
-        time.sleep(delay * (0.5 + random.random()))
-        delay = min(delay * 1.6, 0.05)
-    raise ConflictError(
-        f"{what}: another writer kept updating the same ref",
-        hint="nothing was changed; run the command again",
-    )
+    """Run `attempt` until it returns non-None (`retry.retry`: jittered backoff)."""
+    return retry(attempt, what=what, tries=tries)
 
 
 def reset_environment_caches() -> None:
