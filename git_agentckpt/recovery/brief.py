@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from git_agentckpt.contracts.schema import Contract
 from git_agentckpt.model import JSON, Event
+from git_agentckpt.recovery.restatement import form_markdown, render_form
 
 DONE = ("done", "skipped")
 
@@ -140,6 +141,7 @@ def _render(d: dict[str, JSON]) -> str:
         "Restate the goal, every constraint (by id) and the next step, then run:",
         f"`{d['confirm_command']}`",
     ]
+    lines += form_markdown(d)  # the brief ends with the restatement form (issue 10 item 4)
     return "\n".join(lines) + "\n"
 
 
@@ -180,6 +182,7 @@ def build_brief(
         "summary_authoritative": False,
         "confirm_command": f"git ckpt confirm {task} --restatement FILE",
     }
+    data["restatement_form"] = render_form(data["constraints"])
     trimmed: list[str] = []
     markdown = _render(data)
     if max_tokens is not None:

@@ -413,6 +413,7 @@ def confirm(
             expected_next=expected,
             done_steps=[str(s["id"]) for s in steps if s.get("status") == "done"],
             step_titles={str(s["id"]): str(s.get("title", "")) for s in steps},
+            contract=contract,
         )
     who = {"agent": f"human:{getpass.getuser()}"} if by_human else {}
     recovery = state.get("recovery")
