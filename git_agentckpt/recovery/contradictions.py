@@ -219,6 +219,9 @@ def _cues_in(toks: Sequence[Tok], cues: Sequence[tuple[str, ...]]) -> list[tuple
 def _cue_negated(toks: Sequence[Tok], start: int, end: int) -> bool:
     if negated(list(toks), start):
         return True
+    # "nothing about the seed is dropped", "none of them is ignored"
+    if any(t.raw in ("nothing", "none", "neither") for t in toks[:start]):
+        return True
     after = toks[end].raw if end < len(toks) else ""
     if after in _AFTER_NEGATORS:
         return True
@@ -369,6 +372,7 @@ def _values(
     toks: list[Tok],
     refs: dict[str, ConstraintRef],
     reference: set[tuple[str, float]],
+    mentions: dict[str, list[int]],
     own: str | None,
 ) -> list[Finding]:
     out: list[Finding] = []
@@ -392,10 +396,7 @@ def _values(
                         f'says {_num_text(n)}: "{excerpt(sentence)}"',
                     )
                 )
-    ids_here = {cid for cid in refs if any(t.raw == cid.lower() for t in toks)}
-    if own is not None:
-        ids_here.add(own)
-    for cid in ids_here:
+    for cid in set(mentions) | ({own} if own is not None else set()):
         out += _literal_values(sentence, toks, refs[cid])
         out += _allowed(sentence, toks, refs[cid])
     return out
@@ -476,17 +477,26 @@ def find_contradictions(
     for ref_text in [*reference_texts, *(r.text for r in refs)]:
         for anchors, n, _, _ in number_pairs(ref_text):
             reference |= {(a, n) for a in anchors}
-    scopes: list[tuple[str, str | None]] = [(s, None) for s in sentences(text)]
-    for cid, lines in (keyed or {}).items():
-        scopes += [(s, cid) for line in lines for s in sentences(line)]
+    # a value one constraint fixes is no contradiction of another that names it too
+    reference |= {(a, f.value) for r in refs for f in r.fixed for a in f.anchors}
+    # a form line first, against its own constraint; then every sentence
+    scopes: list[tuple[str, str | None]] = [
+        (s, cid)
+        for cid, lines in (keyed or {}).items()
+        for line in lines
+        for s in sentences(f"- {cid}: {line}")
+    ]
+    scopes += [(s, None) for s in sentences(text)]
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     for sentence, own in scopes:
         toks = tokens(sentence)
         mentions = {cid: m for cid, r in by_id.items() if (m := _mentions(toks, r))}
         found = _dismissals(sentence, toks, by_id, mentions, own)
-        found += _values(sentence, toks, by_id, reference, own)
+        found += _values(sentence, toks, by_id, reference, mentions, own)
         for f in found:
+            if own is not None and f.constraint != own:
+                continue  # a form line speaks of its own constraint; the others come below
             if (f.constraint, f.kind) not in seen:
                 seen.add((f.constraint, f.kind))
                 out.append(f)

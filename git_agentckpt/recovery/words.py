@@ -117,6 +117,9 @@ def stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
             w = w[: -len(suffix)]
+            # dropped -> drop, skipping -> skip (not: filled, passed)
+            if suffix in ("ing", "ed") and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
+                w = w[:-1]
             break
     if w.endswith("i"):
         w = w[:-1] + "y"
