@@ -46,8 +46,8 @@ from git_agentckpt.recovery.words import (
 WINDOW = 8  # words between a cue and what it is about
 
 
-def _phrases(*texts: str) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple(stem(w) for w in t.split()) for t in texts)
+def _phrases(texts: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(stem(w) for w in t.split()) for t in texts.split("|"))
 
 
 def _stems(words: str) -> frozenset[str]:
@@ -56,46 +56,16 @@ def _stems(words: str) -> frozenset[str]:
 
 # verb first, then what is dismissed ("ignore seed42"); passive forms work too
 _PREFIX = _phrases(
-    "ignore",
-    "disregard",
-    "skip",
-    "drop",
-    "override",
-    "overridden",
-    "overrode",
-    "bypass",
-    "waive",
-    "violate",
-    "relax",
-    "lift",
-    "suspend",
-    "abandon",
-    "forget",
-    "circumvent",
-    "dismiss",
-    "set aside",
-    "no need",
+    "ignore|disregard|skip|drop|override|overridden|overrode|bypass|waive|violate|"
+    "relax|lift|suspend|abandon|forget|circumvent|dismiss|set aside|no need"
 )
 # what is dismissed first, then the verdict ("seed42 no longer applies")
 _POSTFIX = _phrases(
-    "no longer",
-    "not needed",
-    "not required",
-    "not necessary",
-    "unnecessary",
-    "not apply",
-    "not relevant",
-    "irrelevant",
-    "obsolete",
-    "outdated",
-    "optional",
-    "not matter",
-    "not important",
-    "not enforced",
-    "not binding",
-    "moot",
+    "no longer|not needed|not required|not necessary|unnecessary|not apply|"
+    "not relevant|irrelevant|obsolete|outdated|optional|not matter|not important|"
+    "not enforced|not binding|moot"
 )
-_DIRECTIONAL = _phrases("instead of", "rather than", "in place of", "replace", "switch from")
+_DIRECTIONAL = _phrases("instead of|rather than|in place of|replace|switch from")
 _ALLOW = _stems("may can will shall should allowed free ok okay fine permitted going plan want")
 _AFTER_NEGATORS = frozenset(("nothing", "none", "no"))
 _PRONOUNS = frozenset(("it", "this", "that", "them", "these", "those"))
