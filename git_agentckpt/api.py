@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from git_agentckpt.errors import CkptError, NotFound, UsageError
+from git_agentckpt.errors import CkptError, NotFound, OperationFailed, UsageError
 from git_agentckpt.model import JSON, Event, RunInfo
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint
@@ -171,11 +171,31 @@ class Checkpointer(Workspace):
         return resume(self, task, options)
 
     def confirm(
-        self, task: str, restatement: str | None, by_human: bool = False
+        self,
+        task: str,
+        restatement: str | None,
+        by_human: bool = False,
+        ask: Callable[[dict[str, JSON]], bool] | None = None,
     ) -> tuple[int, Verdict, dict[str, JSON]]:
-        """Shadow confirmation: check the agent's restatement; leaves `recovering` on a pass."""
+        """Shadow confirmation: check the agent's restatement; leaves `recovering` on a pass.
+
+        `by_human` records a person's approval instead of the check. It needs a person:
+        refused (`NeedsTerminal`, exit status 2) unless stdin is a terminal, from Python
+        as from the CLI. `ask`, when given, is shown what is approved (goal, constraints,
+        done and next step) and must return True; False refuses (exit status 1), and
+        nothing is recorded.
+        """
         from git_agentckpt.recovery.flow import confirm
 
+        if by_human:
+            from git_agentckpt.recovery.person import approval_subject, require_person
+
+            require_person(task)
+            if ask is not None and not ask(approval_subject(self, task)):
+                raise OperationFailed(
+                    f"not confirmed: the person declined; task {task} stays recovering",
+                    hint=f"run `git ckpt resume {task}` again, or confirm with --restatement FILE",
+                )
         status, verdict, result = confirm(self, task, restatement, by_human)
         return int(status), verdict, result
 

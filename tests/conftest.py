@@ -85,3 +85,12 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "initial")
     yield root
+
+
+@pytest.fixture
+def person_at_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`confirm --by-human` as if a person sat at a terminal: the seam says stdin is one
+    (CliRunner's is not); the test gives the person's answer as input ("y\\n")."""
+    from git_agentckpt.recovery import person
+
+    monkeypatch.setattr(person, "stdin_is_terminal", lambda: True)

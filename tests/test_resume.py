@@ -127,7 +127,7 @@ def test_regenerable_drift_is_cleaned(repo: Path) -> None:
     assert not (repo / "cache" / "x.pyc").exists()
 
 
-def test_source_drift_stops_then_restore_or_accept(repo: Path) -> None:
+def test_source_drift_stops_then_restore_or_accept(repo: Path, person_at_terminal: None) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
     write(repo / "src" / "app.py", "print('drifted')\n")
     code, out = resume_json(repo)
@@ -146,7 +146,7 @@ def test_source_drift_stops_then_restore_or_accept(repo: Path) -> None:
         git(repo, "cat-file", "-p", f"{shown['checkpoint']['tree']}:src/app.py")
         == "print('drifted')"
     )
-    ckpt(repo, "confirm", "t", "--by-human")
+    ckpt(repo, "confirm", "t", "--by-human", input="y\n")
     # accept the drift instead: the resume checkpoint holds the drifted file
     write(repo / "src" / "app.py", "print('keep me')\n")
     code, out = resume_json(repo, "--accept-drift")
@@ -286,7 +286,9 @@ def test_demo_runs(tmp_path: Path) -> None:
     assert git(tmp_path / "demo", "rev-parse", "--verify", "refs/agent/reports/ablation")
 
 
-def test_key_input_assertion_catches_a_changed_config_on_resume(repo: Path) -> None:
+def test_key_input_assertion_catches_a_changed_config_on_resume(
+    repo: Path, person_at_terminal: None
+) -> None:
     """Key inputs (here an ignored data file, so not source drift) are pinned by sha256."""
     write(repo / ".gitignore", "*.log\nbuild/\ndata/\n")
     write(repo / "data" / "train.csv", "x,y\n1,2\n")
@@ -299,7 +301,7 @@ def test_key_input_assertion_catches_a_changed_config_on_resume(repo: Path) -> N
     assert [a["check"]["kind"] for a in shown["assertions"]] == ["file_sha256"]
     code, out = resume_json(repo)
     assert code == 0 and out["assertions"]["passed"] is True  # type: ignore[index]
-    ckpt(repo, "confirm", "t", "--by-human")
+    ckpt(repo, "confirm", "t", "--by-human", input="y\n")
     write(repo / "data" / "train.csv", "x,y\n1,3\n")  # the data changed behind the task's back
     code, out = resume_json(repo, "--no-rollback")
     assert code == 11

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from git_agentckpt.cli.common import open_ckpt, read_input_text
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
+from git_agentckpt.display import escape_control
 
 
 @cli.command()
@@ -140,7 +143,11 @@ def _print_steps(report: dict[str, object]) -> None:
 @click.option(
     "--restatement", metavar="FILE|-", help="The agent's restatement (file, or - for stdin)."
 )
-@click.option("--by-human", is_flag=True, help="Record a person's approval instead of checking.")
+@click.option(
+    "--by-human",
+    is_flag=True,
+    help="A person approves instead of the check (asked at a terminal; refused without one).",
+)
 @json_option
 @click.pass_context
 def confirm(
@@ -150,7 +157,7 @@ def confirm(
     text = None
     if restatement is not None:
         text, _ = read_input_text(restatement, "restatement", ctx)
-    status, verdict, result = open_ckpt(ctx).confirm(task, text, by_human)
+    status, verdict, result = open_ckpt(ctx).confirm(task, text, by_human, ask=_ask_person)
     if as_json:
         emit_json({**result, "exit": int(status), "task": task})
     elif verdict.passed:
@@ -163,6 +170,28 @@ def confirm(
         for p in verdict.problems:
             click.echo(f"  - {p}", err=True)
     ctx.exit(int(status))
+
+
+def _ask_person(subject: dict[str, object]) -> bool:
+    """Show the person what they approve (on stderr: stdout stays for --json), ask, default no."""
+    say = functools.partial(click.echo, err=True)
+    say(f"Task {subject['task']} is recovering. You approve, instead of the restatement check:")
+    say(f"  goal:       {escape_control(str(subject['goal']))}")
+    constraints = subject.get("constraints") or []
+    assert isinstance(constraints, list)
+    for c in constraints:
+        say(f"  constraint: [{c['id']}] ({c['severity']}) {escape_control(str(c['text']))}")
+    if not constraints:
+        say("  constraints: none in force")
+    done = subject.get("done_steps") or []
+    assert isinstance(done, list)
+    say(f"  done:       {', '.join(map(str, done)) or 'none'} (not to be redone)")
+    say(f"  next step:  {subject.get('next_step') or 'none'}")
+    return click.confirm(
+        "Does the agent continue with this goal, these constraints and this next step?",
+        default=False,
+        err=True,
+    )
 
 
 @cli.command()

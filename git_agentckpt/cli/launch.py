@@ -53,10 +53,11 @@ MODE_VAR = "GIT_CKPT_SERVER"  # auto (default) | off
 IDLE_VAR = "GIT_CKPT_SERVER_IDLE"  # seconds without a call before the server exits
 DEFAULT_IDLE = 900.0
 OFF_WORDS = frozenset({"0", "off", "no", "false", "never"})
-# Commands that always run in the calling process: `trust` asks the person at this
-# terminal, `fetch` and `push` may have git ask for credentials there (the server's
-# children have no controlling terminal), and `server` manages the server itself.
-INLINE_COMMANDS = frozenset({"trust", "fetch", "push", "server"})
+# Commands that always run in the calling process: `trust` and `confirm` (--by-human)
+# ask the person at this terminal, `fetch` and `push` may have git ask for credentials
+# there (the server's children have no controlling terminal), and `server` manages the
+# server itself.
+INLINE_COMMANDS = frozenset({"trust", "confirm", "fetch", "push", "server"})
 MAX_REQUEST = 4 << 20  # bytes of argv + environment a server accepts
 SO_PEERCRED = 17  # Linux; _socket does not export it
 INTERNAL = 70  # errors.Exit.INTERNAL (not imported: errors pulls in more)

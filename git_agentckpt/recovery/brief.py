@@ -24,6 +24,7 @@ from git_agentckpt.model import JSON
 from git_agentckpt.recovery.assertions import AssertionStep
 from git_agentckpt.recovery.context import Budget, ContractContext
 from git_agentckpt.recovery.locate import Located
+from git_agentckpt.recovery.restatement import form_markdown, render_form
 from git_agentckpt.recovery.verify import VerifyStep
 
 DONE = ("done", "skipped")
@@ -144,6 +145,8 @@ def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
         if f.mode != "ready"
         else f"git ckpt confirm {task} --restatement FILE",
     }
+    if f.mode == "ready":  # the brief ends with the form to fill in (never trimmed)
+        data["restatement_form"] = render_form(_constraint_dicts(data["constraints"]))
     trimmed: list[str] = []
     markdown = render_markdown(data)
     if max_tokens is not None:
@@ -163,6 +166,10 @@ def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
         data["over_budget"] = estimate_tokens(markdown) > max_tokens
         markdown = render_markdown(data)
     return Brief(data, markdown, estimate_tokens(markdown), trimmed)
+
+
+def _constraint_dicts(value: JSON) -> list[dict[str, JSON]]:
+    return [c for c in value if isinstance(c, dict)] if isinstance(value, list) else []
 
 
 # -- Markdown -------------------------------------------------------------------------
@@ -306,6 +313,8 @@ def render_markdown(d: dict[str, JSON]) -> str:
     if d["confirm_command"]:
         lines.append("Restate the goal, every constraint (by id) and the next step, then run:")
         lines.append(f"`{d['confirm_command']}`")
+        if d.get("restatement_form"):
+            lines += form_markdown(d)
     elif d["mode"] == "finished":
         lines.append("Nothing to continue: the task is finished (no confirmation needed).")
     else:

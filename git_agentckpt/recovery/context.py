@@ -192,3 +192,14 @@ def _event_line(ev: Event) -> str:
             text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
             bits.append(f"{label}: {text[:160]}")
     return " ".join(bits)
+
+
+def constraints_for_state(
+    repo: GitRepo, contract: Contract | None, state: Mapping[str, JSON]
+) -> list[dict[str, JSON]]:
+    """The constraints in force for a recovering task: its contract now and at the
+    checkpoint it resumed from (`state.recovery.from`), and its state's ids."""
+    recovery = state.get("recovery")
+    start = recovery.get("from") if isinstance(recovery, dict) else None
+    tree = repo.read_commit(start).tree if isinstance(start, str) else repo.empty_tree()
+    return contract_context(repo, contract, tree).constraints_in_force(state)

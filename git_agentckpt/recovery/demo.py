@@ -56,6 +56,7 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
     import git_agentckpt
     from git_agentckpt.config_edit import set_key
     from git_agentckpt.recovery.flow import ResumeOptions, confirm, resume
+    from git_agentckpt.recovery.restatement import CONSTRAINT, DONE, GOAL, NEXT
 
     root = os.path.abspath(directory) if directory else tempfile.mkdtemp(prefix="ckpt-demo-")
     if directory and os.path.exists(os.path.join(root, ".git")):
@@ -152,13 +153,16 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         for line in out.brief.markdown.splitlines():
             echo("     | " + line)
         echo(f"   5 confirm:    {out.message}")
+        # the agent fills in the form the brief ends with
         restatement = (
-            "Goal: reproduce table 2 with a 3-layer model.\n"
-            "Constraints: seed42 (experiments use seed 42); api-frozen (src/api stays unchanged).\n"
-            "Steps s1 and s2 are done and not to be redone.\n"
-            f"Next step: {out.brief.data['next_step']}\n"
+            str(out.brief.data["restatement_form"])
+            .replace(GOAL, "reproduce table 2 with a 3-layer model")
+            .replace(f"seed42: {CONSTRAINT}", "seed42: every experiment runs with seed 42")
+            .replace(f"api-frozen: {CONSTRAINT}", "api-frozen: nothing under src/api changes")
+            .replace(DONE, "s1, s2")
+            .replace(NEXT, str(out.brief.data["next_step"]))
         )
-        echo("\n== git ckpt confirm ablation --restatement - (the agent's restatement)")
+        echo("\n== git ckpt confirm ablation --restatement - (the agent's filled-in form)")
         for line in restatement.splitlines():
             echo("     > " + line)
         status, verdict, _ = confirm(ck, task, restatement, by_human=False)

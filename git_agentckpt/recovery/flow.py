@@ -29,7 +29,12 @@ from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
 from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
-from git_agentckpt.recovery.context import budget, contract_context, work_events
+from git_agentckpt.recovery.context import (
+    budget,
+    constraints_for_state,
+    contract_context,
+    work_events,
+)
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
 from git_agentckpt.recovery.report import read_report, report_files, save_report
 from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree, verify_step
@@ -399,11 +404,8 @@ def confirm(
         )
     recovery = state.get("recovery")
     report_id = recovery.get("report") if isinstance(recovery, dict) else None
-    start = recovery.get("from") if isinstance(recovery, dict) else None
-    start_tree = ws.repo.read_commit(start).tree if isinstance(start, str) else ws.repo.empty_tree()
-    constraints = contract_context(ws.repo, load_contract(ws), start_tree).constraints_in_force(
-        state
-    )
+    contract = load_contract(ws)
+    constraints = constraints_for_state(ws.repo, contract, state)
     steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
     expected = next_step(state)
     if by_human:
@@ -418,6 +420,7 @@ def confirm(
             expected_next=expected,
             done_steps=[str(s["id"]) for s in steps if s.get("status") == "done"],
             step_titles={str(s["id"]): str(s.get("title", "")) for s in steps},
+            contract=contract,
         )
     who = {"agent": f"human:{getpass.getuser()}"} if by_human else {}
     result = {**verdict.to_json(), "by": "human" if by_human else "checker"}

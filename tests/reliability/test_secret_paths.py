@@ -214,7 +214,7 @@ constraints:
 
 
 def test_no_secret_reaches_any_object_by_any_input_path_nor_the_remote(
-    repo: Path, tmp_path: Path, secret_env: None
+    repo: Path, tmp_path: Path, secret_env: None, person_at_terminal: None
 ) -> None:
     remote = bare_remote(tmp_path)
     p = {label: line(tag) for label, tag in PATHS.items()}
@@ -397,7 +397,7 @@ def _tree_blob(repo: Path, rev: str, path: str) -> str | None:
 
 
 def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
-    repo: Path, tmp_path: Path, secret_env: None
+    repo: Path, tmp_path: Path, secret_env: None, person_at_terminal: None
 ) -> None:
     remote = bare_remote(tmp_path)
     write(repo / ".env", "API_URL=https://example.org\n")
@@ -455,7 +455,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     kept = [f for f in report["brief"]["recovery"]["files"] if f["why"] == "secret_paths"]
     assert kept == [{"path": ".env", "action": "kept", "why": "secret_paths"}]
     assert (repo / ".env").read_text() == edited
-    ckpt(repo, "confirm", "t", "--by-human")
+    ckpt(repo, "confirm", "t", "--by-human", input="y\n")
     ckpt(repo, "create", "-t", "t", "-m", "after the restore")
 
     # resume: an edited secret file is no drift; with --restore it is left untouched
@@ -465,7 +465,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     verify = json.loads(out.stdout)["verify"]
     assert verify["source_drift"] == [] and verify["clean"]
     assert verify["secret_paths_left"] == []  # the tip holds HEAD's .env: no difference
-    ckpt(repo, "confirm", "t", "--by-human")
+    ckpt(repo, "confirm", "t", "--by-human", input="y\n")
     write(repo / "src" / "app.py", "print('drifted')\n")
     out = ckpt(repo, "resume", "t", "--json", ok=False)
     assert out.exit_code == 10
@@ -489,7 +489,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
 
 
 def test_pins_follow_head_untracking_and_gitignore_reincludes(
-    repo: Path, tmp_path: Path, secret_env: None
+    repo: Path, tmp_path: Path, secret_env: None, person_at_terminal: None
 ) -> None:
     remote = bare_remote(tmp_path)
     write(repo / ".env", "V=1\n")
