@@ -242,9 +242,19 @@ class Checkpointer(Workspace):
         return pending_commands(self.repo, contract, TrustStore(), tip_assertions(self))
 
     def approve(self, pending: PendingCommand, note: str) -> None:
-        """Record a person's approval of one command (exact argv, this clone only)."""
+        """Record a person's approval of one command (exact argv, this clone only).
+
+        Only with a person at a terminal in this process (design section 5), from
+        Python as from the CLI: an agent in a script cannot approve its own commands."""
         from git_agentckpt.contracts.engine import repo_identity
         from git_agentckpt.contracts.trust import TrustStore
+        from git_agentckpt.recovery.person import NeedsTerminal, stdin_is_terminal
+
+        if not stdin_is_terminal():
+            raise NeedsTerminal(
+                "approving a command needs a person at a terminal, and stdin is not one",
+                hint="run `git ckpt trust` in a terminal",
+            )
 
         TrustStore().approve(repo_identity(self.repo), pending.argv, note=note)
 
@@ -357,3 +367,10 @@ def load_assertions_text(text: str, source: str) -> list[JSON]:
     from git_agentckpt.contracts.schema import load_assertions_text as load
 
     return [a.to_json() for a in load(text, source)]
+
+
+def person_present() -> bool:
+    """Whether a person can answer at this process's terminal (trust, confirm --by-human)."""
+    from git_agentckpt.recovery.person import stdin_is_terminal
+
+    return stdin_is_terminal()

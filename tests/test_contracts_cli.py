@@ -11,10 +11,11 @@ import pytest
 from conftest import git
 from helpers import ckpt, write
 
-import git_agentckpt.cli.commands_contracts as commands_contracts
 from git_agentckpt.contracts.engine import repo_identity
 from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.errors import UsageError
 from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.recovery import person
 
 CONTRACT = ".agent/contracts/constraints.yaml"
 
@@ -272,7 +273,7 @@ def test_trust_approves_at_a_terminal_lists_and_revokes(
         "  - {id: a, text: t, check: {kind: command, argv: [make, test]}}\n"
         '  - {id: b, text: t, check: {kind: command, argv: [echo, "\\e[2Jgotcha"]}}\n',
     )
-    monkeypatch.setattr(commands_contracts, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(person, "stdin_is_terminal", lambda: True)
     result = ckpt(repo, "trust", input="y\nn\n")
     assert "make test" in result.stdout
     assert "echo $'\\e[2Jgotcha'" in result.stdout and "\x1b" not in result.stdout
@@ -322,7 +323,7 @@ def test_trust_lists_and_approves_command_assertions_of_checkpoints(
     before = ckpt(repo, "resume", "t", "--json", ok=False)
     assert not (repo / "assertion-ran").exists()  # untrusted: never run
     assert "untrusted" in before.stdout
-    monkeypatch.setattr(commands_contracts, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(person, "stdin_is_terminal", lambda: True)
     offered = ckpt(repo, "trust", input="y\n")
     assert "assertion made (assertion of task t, checkpoint" in offered.stdout
     assert "touch assertion-ran" in offered.stdout
@@ -332,3 +333,14 @@ def test_trust_lists_and_approves_command_assertions_of_checkpoints(
     assert after.exit_code == 0, after.stdout
     assert (repo / "assertion-ran").exists()
     assert "nothing to approve" in ckpt(repo, "trust").stdout
+
+
+def test_the_python_facade_cannot_approve_a_command_without_a_person(repo: Path) -> None:
+    import git_agentckpt
+
+    contract(repo, "constraints:\n  - {id: a, text: t, check: {kind: command, argv: [make]}}\n")
+    ck = git_agentckpt.open(str(repo))
+    (pending,) = ck.pending_approvals()
+    with pytest.raises(UsageError, match="needs a person at a terminal"):
+        ck.approve(pending, note="by an agent")
+    assert ck.approvals() == []

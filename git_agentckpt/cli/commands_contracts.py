@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from git_agentckpt.cli.common import open_ckpt
@@ -14,8 +12,10 @@ from git_agentckpt.errors import UsageError
 
 
 def _stdin_is_terminal() -> bool:
-    """Whether a person can answer (a seam for tests: CliRunner's stdin is no terminal)."""
-    return sys.stdin.isatty()
+    """Whether a person can answer (one seam for trust and confirm: recovery/person.py)."""
+    from git_agentckpt.api import person_present
+
+    return person_present()
 
 
 def _shown(text: str) -> str:
