@@ -196,8 +196,10 @@ def _constraint_lines(d: dict[str, JSON]) -> list[str]:
             f"- (added to the contract since the starting checkpoint: {', '.join(map(str, added))})"
         )
     if d.get("prose_rules"):
+        prose = str(d["prose_rules"]).rstrip("\n")
+        fence = "~~~~" if "~~~" in prose else "~~~"  # verbatim: a fence the text cannot close
         lines += ["", "## Rules in .agent/contracts/constraints.md (verbatim, never trimmed)", ""]
-        lines.append(str(d["prose_rules"]).rstrip("\n"))
+        lines += [fence + "markdown", prose, fence]
     return lines
 
 

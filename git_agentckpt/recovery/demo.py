@@ -17,6 +17,12 @@ from git_agentckpt.errors import Exit
 
 Echo = Callable[[str], None]
 
+PROSE = """# Rules of this project
+
+Report every ablation in the results table, failed runs included.
+Tables keep four decimals.
+"""
+
 CONSTRAINTS = """\
 constraints:
   - id: seed42
@@ -75,6 +81,7 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         _write(root, "src/model.py", "LAYERS = 2\n")
         _write(root, ".gitignore", "*.log\n")
         _write(root, ".agent/contracts/constraints.yaml", CONSTRAINTS)
+        _write(root, ".agent/contracts/constraints.md", PROSE)
         _git(root, "add", "-A")
         _git(root, "commit", "-qm", "project")
         ck = git_agentckpt.open(root)
@@ -124,6 +131,9 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         _write(root, "results/run1.csv", "run,acc\n1,0.81\n")
         light = ck.create(task, message="after run 1", light=True, trigger="tick")
         echo(f"   s3 started, run 1 written, light checkpoint {light.id}")
+        ticked = ck.tick(task, tokens_used=97_000, token_budget=100_000)
+        echo(f"   tick at 97% of the token budget: {ticked.decision.tier} checkpoint")
+        ck.append_events(task, [{"type": "quota.exceeded", "error": "429: token quota reached"}])
         echo("\n== INTERRUPTED in the middle of s3 (quota cut); meanwhile files drift:")
         _write(root, "src/model.py", "LAYERS = 5  # edited by hand\n")
         _write(root, "cache/features.pyc", "stale bytecode\n")
