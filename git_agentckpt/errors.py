@@ -29,6 +29,7 @@ class Exit(IntEnum):
     ASSERTIONS_FAILED = 11  # resume: assertions fail and no rollback is possible
     BAD_RESTATEMENT = 12  # confirm: the restatement does not match the state
     RECOVERING = 13  # the task is recovering: confirm first (or --force)
+    NOT_READY = 14  # resume: a `block` constraint fails; the task is not ready to continue
     INTERNAL = 70  # a bug: please report it with GIT_CKPT_DEBUG=1 output
     INTERRUPTED = 130
 

@@ -35,6 +35,7 @@ from git_agentckpt.contracts._docs import show as _show
 from git_agentckpt.contracts._docs import type_name as _type_name
 from git_agentckpt.errors import UsageError
 from git_agentckpt.globs import compile_glob
+from git_agentckpt.settings import CONTRACT_FILENAMES
 
 __all__ = [
     "CHECK_KINDS",
@@ -56,7 +57,6 @@ __all__ = [
 
 Severity = Literal["block", "warn"]
 DEFAULT_COMMAND_TIMEOUT = 60.0
-CONTRACT_FILENAMES = ("constraints.yaml", "constraints.yml", "constraints.json")
 _ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _HEX64_RE = re.compile(r"[0-9a-fA-F]{64}")
 
