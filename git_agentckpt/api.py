@@ -95,7 +95,7 @@ class Checkpointer(Workspace):
         `{"id": …, "check": {…}}`; they are checked on resume. A contract that does not
         validate is named in `warnings`: the checkpoint is taken all the same.
         """
-        self._warn_on_invalid_contract(f"the checkpoint (trigger {trigger})")
+        self._warn_on_invalid_contract()
         return super().create(
             task,
             message,
@@ -111,11 +111,11 @@ class Checkpointer(Workspace):
             _transform,
         )
 
-    def _warn_on_invalid_contract(self, doing: str) -> None:
+    def _warn_on_invalid_contract(self) -> None:
         """A malformed contract is said at once, not at the next check or resume."""
         from git_agentckpt.contracts.validate import contract_status, warning
 
-        line = warning(contract_status(self.repo), doing)
+        line = warning(contract_status(self.repo))
         if line is not None:
             self.store.warn(line)
 
@@ -151,6 +151,7 @@ class Checkpointer(Workspace):
         from git_agentckpt.tick import tick as run_tick
         from git_agentckpt.triggers import Signals
 
+        self._warn_on_invalid_contract()  # even when nothing is due
         explicit = set(signals) - {"now"}
         signals.setdefault("now", time.time())
         try:

@@ -141,13 +141,14 @@ def require_valid(status: ContractStatus, doing: str) -> None:
         )
 
 
-def warning(status: ContractStatus, doing: str) -> str | None:
-    """The warning `doing` prints on a contract that does not validate, or None."""
+def warning(status: ContractStatus) -> str | None:
+    """The warning a command that went ahead prints on a contract that does not
+    validate (the same line from every step of it, so it is printed once), or None."""
     if status.error is None:
         return None
     return (
-        f"the contract does not validate, so `check` and `resume` will refuse to run "
-        f"until it is fixed ({doing} went ahead): {status.error}"
+        "the contract does not validate, so `check` and `resume` will refuse to run "
+        f"until it is fixed (this command went ahead): {status.error}"
     )
 
 
