@@ -70,7 +70,7 @@ def test_every_constraint_runs_without_logging_and_a_block_failure_is_not_ready(
     assert not (repo / "smoke-ran").exists()
     assert [r.id for r in run.failing] == ["seed42", "notes", "raw"]
     assert run.blocking == ("seed42", "raw") and not run.ready
-    assert run.exit_status == Exit.NOT_READY == 14
+    assert run.exit_status == Exit.NOT_READY and int(Exit.NOT_READY) == 14
     doc = json.loads(json.dumps(run.to_json()))
     assert doc["ready"] is False and doc["blocking"] == ["seed42", "raw"]
     assert doc["failing"] == ["seed42", "notes", "raw"]

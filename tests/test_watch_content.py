@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import git
@@ -41,7 +42,7 @@ def check(repo: Path) -> tuple[int, dict[str, object]]:
     return result.exit_code, json.loads(result.stdout)
 
 
-def events_of(repo: Path, type_: str) -> list[dict[str, object]]:
+def events_of(repo: Path, type_: str) -> list[dict[str, Any]]:
     lines = ckpt(repo, "log", "t", "--json").stdout.splitlines()
     return [e for e in map(json.loads, lines) if e["type"] == type_]
 
