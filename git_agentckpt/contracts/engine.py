@@ -237,7 +237,7 @@ def evaluate_assertions(
 
 def load_contract(workdir: str) -> Contract | None:
     """The contract of the working tree (None when there is no contract file)."""
-    return load_contract_dir(Path(workdir) / CONTRACTS_DIR)
+    return load_contract_dir(Path(workdir) / CONTRACTS_DIR, shown_as=CONTRACTS_DIR)
 
 
 def context_drop_setting(settings: Settings) -> float:

@@ -47,7 +47,7 @@ def contract_globs(contract: Contract | None) -> list[str]:
 
 
 def _contract(ck: Workspace) -> Contract | None:
-    return load_contract_dir(Path(ck.repo.workdir) / CONTRACTS_DIR)
+    return load_contract_dir(Path(ck.repo.workdir) / CONTRACTS_DIR, shown_as=CONTRACTS_DIR)
 
 
 def record_watched(ck: Workspace, task: TaskName) -> None:
