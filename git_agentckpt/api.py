@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.approvals import PendingCommand
     from git_agentckpt.contracts.engine import CheckOutcome
     from git_agentckpt.contracts.trust import TrustEntry
+    from git_agentckpt.contracts.watch import WatchDiff
+    from git_agentckpt.contracts.watching import Rebaselined
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
@@ -60,9 +62,13 @@ class Checkpointer(Workspace):
         constraints: Sequence[str] = (),
         run: RunInfo | None = None,
     ) -> Checkpoint:
+        from git_agentckpt.contracts.validate import contract_status, require_defined
+
+        contract = contract_status(self.repo)  # refused: malformed, or an id it lacks
+        require_defined(contract, constraints)
         made = super().task_start(task, goal, steps, constraints, run)
         if os.path.isdir(os.path.join(self.repo.workdir, CONTRACTS_DIR)):
-            from git_agentckpt.contracts.engine import record_watched
+            from git_agentckpt.contracts.watching import record_watched
 
             with contextlib.suppress(CkptError):  # a bad contract: `check` will say so
                 record_watched(self, TaskName(task))  # files no snapshot holds
@@ -86,8 +92,10 @@ class Checkpointer(Workspace):
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
         `assertions` are `--assert` specs (`file_exists:PATH`, …) or mappings
-        `{"id": …, "check": {…}}`; they are checked on resume.
+        `{"id": …, "check": {…}}`; they are checked on resume. A contract that does not
+        validate is named in `warnings`: the checkpoint is taken all the same.
         """
+        self._warn_on_invalid_contract()
         return super().create(
             task,
             message,
@@ -102,6 +110,14 @@ class Checkpointer(Workspace):
             _state_override,
             _transform,
         )
+
+    def _warn_on_invalid_contract(self) -> None:
+        """A malformed contract is said at once, not at the next check or resume."""
+        from git_agentckpt.contracts.validate import contract_status, warning
+
+        line = warning(contract_status(self.repo))
+        if line is not None:
+            self.store.warn(line)
 
     def step_start(
         self,
@@ -135,6 +151,7 @@ class Checkpointer(Workspace):
         from git_agentckpt.tick import tick as run_tick
         from git_agentckpt.triggers import Signals
 
+        self._warn_on_invalid_contract()  # even when nothing is due
         explicit = set(signals) - {"now"}
         signals.setdefault("now", time.time())
         try:
@@ -148,6 +165,29 @@ class Checkpointer(Workspace):
         from git_agentckpt.contracts.engine import run_check_now
 
         return run_check_now(self, task)
+
+    def pending_rebaseline(self, task: str | None = None) -> tuple[TaskName, WatchDiff]:
+        """The task, and the watched files (no snapshot holds them) that appeared, went or
+        changed content since its record: what `rebaseline` would accept."""
+        from git_agentckpt.contracts.watching import pending_rebaseline
+
+        return pending_rebaseline(self, task)
+
+    def rebaseline(self, task: TaskName, shown: WatchDiff) -> Rebaselined:
+        """A person's decision: the current content of the watched files becomes the
+        record (exactly what they were shown, else ConflictError); logged as
+        `constraint.rebaseline`. Only with a person at a terminal in this process, from
+        Python as from the CLI (like `approve`)."""
+        from git_agentckpt.contracts.watching import rebaseline
+        from git_agentckpt.recovery.person import NeedsTerminal, stdin_is_terminal
+
+        if not stdin_is_terminal():
+            raise NeedsTerminal(
+                "accepting the watched files' content needs a person at a terminal, "
+                "and stdin is not one",
+                hint=f"run `git ckpt check {task} --rebaseline` in a terminal",
+            )
+        return rebaseline(self, task, shown)
 
     def resume(
         self,
@@ -220,12 +260,14 @@ class Checkpointer(Workspace):
 
         return get_setting(self.repo.workdir, key)
 
-    def config_set(self, key: str, raw: str) -> Any:
-        """Set a setting, keeping the file's comments; validated first. The parsed value."""
+    def config_set(self, key: str, raw: str, add: bool = False) -> Any:
+        """Set a setting, keeping the file's comments; validated first. The parsed value.
+        A key the tool does not read is refused, unless `add` and it is in a table of
+        the user's own."""
         from git_agentckpt.config_edit import set_setting
         from git_agentckpt.tick import load_policy
 
-        value = set_setting(self.repo.workdir, key, raw)
+        value = set_setting(self.repo.workdir, key, raw, add)
         self._settings = None
         load_policy(self)
         return value

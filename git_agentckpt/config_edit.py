@@ -7,6 +7,7 @@ told to. The result is read back with tomllib before it is returned.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from git_agentckpt.errors import NotFound, UsageError
-from git_agentckpt.settings import SETTINGS_PATH, settings_from_doc
+from git_agentckpt.settings import KNOWN_SETTINGS, SETTINGS_PATH, settings_from_doc
 from git_agentckpt.triggers import Policy
 
 
@@ -89,11 +90,51 @@ def get_setting(workdir: str, key: str) -> Any:
         ) from None
 
 
-def set_setting(workdir: str, key: str, raw: str) -> Any:
+def known_keys() -> dict[str, tuple[str, ...]]:
+    """Every table the tool reads, with its keys."""
+    return {**KNOWN_SETTINGS, "policy": tuple(Policy().to_mapping())}
+
+
+def check_key(key: str, text: str, add: bool) -> None:
+    """Refuse a key the tool does not read: in one of its tables, always (a typo would
+    silently do nothing); in a table of the user's own, unless the file has it already
+    or `add` (`config set --add`) says it is meant."""
+    tables = known_keys()
+    table, _, rest = key.partition(".")
+    dotted = [f"{t}.{k}" for t, keys in tables.items() for k in keys]
+    if table in tables and rest in tables[table]:
+        return
+    close = difflib.get_close_matches(key, dotted, n=1, cutoff=0.75)
+    mean = f"did you mean {close[0]!r}? " if close else ""
+    if table in tables:
+        raise UsageError(
+            f"unknown setting {key!r}: [{table}] has {', '.join(tables[table])}",
+            hint=f"{mean}see `man git-ckpt`, section SETTINGS",
+        )
+    if add and not close:
+        return
+    try:
+        lookup(tomllib.loads(text), key)
+        return  # the user's own key, already in the file
+    except (KeyError, tomllib.TOMLDecodeError):
+        pass
+    raise UsageError(
+        f"unknown setting {key!r}: git ckpt reads no [{table}] table",
+        hint=mean
+        + (
+            ""
+            if close
+            else f"to keep a setting of your own, run `git ckpt config set --add {key} ...`"
+        ),
+    )
+
+
+def set_setting(workdir: str, key: str, raw: str, add: bool = False) -> Any:
     """Set dotted `key` to `raw` (TOML when it parses, else text); the parsed value.
 
-    The edited file is validated (settings and policy) before it replaces the
-    old one: a refused value leaves the file as it was."""
+    Only keys the tool reads are accepted (`check_key`). The edited file is validated
+    (settings and policy) before it replaces the old one: a refused value leaves the
+    file as it was."""
     if "." not in key or any(not part for part in key.split(".")):
         raise UsageError(
             f"invalid key {key!r}", hint="use TABLE.KEY, e.g. policy.light_every_calls"
@@ -104,6 +145,7 @@ def set_setting(workdir: str, key: str, raw: str) -> Any:
             old = fh.read()
     except FileNotFoundError:
         old = ""
+    check_key(key, old, add)
     parsed = parse_value(raw)
     edited = set_key(old, key, parsed)
     try:

@@ -14,6 +14,15 @@ from git_agentckpt.redact import DEFAULT_SECRET_PATHS
 
 SETTINGS_PATH = ".agent/ckpt.toml"
 CONTRACTS_DIR = ".agent/contracts"
+CONTRACT_FILENAMES = ("constraints.yaml", "constraints.yml", "constraints.json")
+
+# The keys the tool reads, per table of `.agent/ckpt.toml` ([policy]: triggers.Policy).
+# A new setting is added here too, or `git ckpt config set` refuses it.
+KNOWN_SETTINGS: dict[str, tuple[str, ...]] = {
+    "snapshot": ("secret_paths", "regenerable", "max_file_size"),
+    "env": ("files", "key_inputs"),
+    "drift": ("context_drop",),
+}
 
 DEFAULT_REGENERABLE = (
     "*.log",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from git_agentckpt.errors import UsageError
-from git_agentckpt.model import JSON, NewEvent, RunInfo
+from git_agentckpt.model import JSON, NewEvent, RunInfo, find_step
 from git_agentckpt.settings import SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
@@ -111,13 +111,26 @@ def derive_signals(ck: Workspace, task: TaskName, given: Signals, explicit: set[
     return replace(given, **{k: v for k, v in derived.items() if k not in explicit})
 
 
+def _step_in_progress(ck: Workspace, task: TaskName) -> str | None:
+    """The step a checkpoint taken now belongs to: the current step, while it runs."""
+    state = ck.state(task)
+    current = state.get("current_step")
+    step = find_step(state, current) if isinstance(current, str) else None
+    if step is not None and step.get("status") == "in_progress":
+        return str(current)
+    running = [s for s in state.get("steps") or [] if isinstance(s, dict)]
+    running = [s for s in running if s.get("status") == "in_progress"]
+    return str(running[0]["id"]) if len(running) == 1 else None
+
+
 def tick(ck: Workspace, task: str | None, given: Signals, explicit: set[str]) -> TickResult:
-    t = ck.resolve_task(task)
+    t = ck.require_task(task)  # a name nobody started is an error, never a new task
     policy = load_policy(ck)
     signals = derive_signals(ck, t, given, explicit)
     decision = decide(signals, policy)
     made: Checkpoint | None = None
     if decision.tier != "none":
+        step = _step_in_progress(ck, t)
         usage: dict[str, JSON] = {
             k: getattr(signals, k)
             for k in ("tokens_used", "token_budget", "calls_used", "calls_budget")
@@ -128,6 +141,7 @@ def tick(ck: Workspace, task: str | None, given: Signals, explicit: set[str]) ->
             message=f"tick: {decision.rule}",
             light=decision.tier == "light",
             trigger=decision.rule,
+            step=step,
             run=RunInfo(usage=usage),
         )
     links: dict[str, JSON] = {"checkpoint": made.commit} if made else {}

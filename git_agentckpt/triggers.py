@@ -38,6 +38,9 @@ Rules 5-7 are not forced; their full is demoted to light by, checked in this ord
                      known. A full is then owed at the next step boundary. Rule 6 skips
                      this check: it was demoted once already.
 A demotion names the decision; `demoted_from` names the rule that wanted a full.
+The reasons start with the deciding proposal's, then list every other proposal as
+`also RULE: why`, RULE being the rule that fired (never the demotion that lowered it;
+a demotion line is kept only when the decision is not full).
 `forced` is true only when rules 1-4 chose the full, and only those land within the gap.
 `full_pending` is true when a full is owed (carried from `Signals.full_pending` or a new
 5% demotion) and this decision is not full: any full checkpoint pays the debt.
@@ -79,8 +82,13 @@ POLICY_DOCS: dict[str, str] = {
 
 
 def _num(x: float) -> str:
-    """Short human rendering of a number: 600, 2.1, 0.05."""
-    return f"{x:.2f}".rstrip("0").rstrip(".") if math.isfinite(x) else str(x)
+    """Short human rendering of a number: 600, 2.1, 0.05, 0.0012 (never a bare 0 for
+    a value that is not 0)."""
+    if not math.isfinite(x):
+        return str(x)
+    if 0 < abs(x) < 0.01:
+        return f"{x:.2g}"
+    return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
 def _pct(share: float) -> str:
@@ -237,10 +245,20 @@ class Decision:
 class _Proposal:
     tier: Tier
     rule: str
-    reasons: tuple[str, ...]
+    reasons: tuple[str, ...]  # why the rule fired, then (if demoted) why it was demoted
     forced: bool = False
     demoted_from: str | None = None
     owes_full: bool = False
+
+    @property
+    def fired(self) -> str:
+        """The rule that fired (a demotion names the decision, not the rule)."""
+        return self.demoted_from or self.rule
+
+    @property
+    def own_reasons(self) -> tuple[str, ...]:
+        """Why the rule fired, without the line of its demotion."""
+        return self.reasons[:-1] if self.demoted_from else self.reasons
 
 
 def usage_share(s: Signals) -> float | None:
@@ -409,6 +427,13 @@ def decide(signals: Signals, policy: Policy = DEFAULT_POLICY) -> Decision:
         since = "" if age is None else f", last checkpoint {_num(age)} s ago"
         why = f"nothing due: {s.calls_since} calls{since}"
         return Decision("none", "nothing_due", (why, *carried), full_pending=pending, usage=usage)
-    others = tuple(f"also {x.rule}: {line}" for x in props if x is not best for line in x.reasons)
+    # each other proposal under the name of the rule that fired; its demotion matters
+    # only when no full checkpoint is taken anyway
+    others = tuple(
+        f"also {x.fired}: {line}"
+        for x in props
+        if x is not best
+        for line in (x.reasons if best.tier != "full" else x.own_reasons)
+    )
     reasons = (*best.reasons, *carried, *others)
     return Decision(best.tier, best.rule, reasons, best.forced, pending, best.demoted_from, usage)

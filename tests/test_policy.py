@@ -37,7 +37,7 @@ def test_init_writes_policy_defaults_and_config_round_trips(repo: Path) -> None:
     assert "# mine, untouched" in after and tomllib.loads(after)["custom"]["answer"] == 42
     ckpt(repo, "config", "set", "policy.budget_thresholds", "[0.5, 0.9]")
     assert tomllib.loads(path.read_text())["policy"]["budget_thresholds"] == [0.5, 0.9]
-    ckpt(repo, "config", "set", "custom.name", "text value")
+    ckpt(repo, "config", "set", "--add", "custom.name", "text value")  # a table of mine
     assert ckpt(repo, "config", "get", "custom.name").stdout.strip() == "text value"
     bad = ckpt(repo, "config", "set", "policy.light_every_calls", "many", ok=False)
     assert bad.exit_code == 2 and "must be an integer" in bad.stderr
@@ -63,7 +63,7 @@ def test_config_set_keeps_comments_around_a_multi_line_value(repo: Path) -> None
     assert "kept = true  # trailing" in after
     head = before.split("[extra]")[0]
     assert after.startswith(head)  # everything before the edited table is unchanged
-    ckpt(repo, "config", "set", "deep.nested.key", "7")
+    ckpt(repo, "config", "set", "--add", "deep.nested.key", "7")
     assert tomllib.loads(path.read_text())["deep"]["nested"]["key"] == 7
     bad = ckpt(repo, "config", "set", "extra.kept.x", "1", ok=False)
     assert bad.exit_code == 2 and "extra.kept.x" in bad.stderr

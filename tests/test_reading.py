@@ -71,8 +71,13 @@ def test_diff_files_and_state(repo: Path) -> None:
 
 
 def test_event_command_and_batches(repo: Path) -> None:
+    from conftest import git
+
     import git_agentckpt
 
+    ckpt(repo, "task", "start", "exp", "--goal", "g")  # `event` never starts a task
+    start_events = len(ckpt(repo, "log", "exp", "--json").stdout.splitlines())
+    start_commits = len(git(repo, "log", "--format=%s", "refs/agent/events/exp").splitlines())
     out = ckpt(
         repo,
         "event",
@@ -85,17 +90,16 @@ def test_event_command_and_batches(repo: Path) -> None:
         "codex",
     )
     ev_id, seq = out.stdout.split()
-    assert len(ev_id) == 26 and seq == "1"
+    assert len(ev_id) == 26 and seq == str(start_events + 1)
     ck = git_agentckpt.open(str(repo))
     written = ck.append_events("exp", [{"type": "model.call", "input": "q"}, {"type": "tool.call"}])
-    assert [e.seq for e in written] == [2, 3]
-    events = ck.events("exp")
+    assert [e.seq for e in written] == [start_events + 2, start_events + 3]
+    events = ck.events("exp")[start_events:]
     assert events[0].actor == {"agent": "codex"} and events[0].links == {"step": "s1"}
     assert events[0].input == {"cmd": "pytest"}
-    from conftest import git
-
     # one readable line per commit: the batch is one commit
-    assert len(git(repo, "log", "--format=%s", "refs/agent/events/exp").splitlines()) == 2
+    subjects = git(repo, "log", "--format=%s", "refs/agent/events/exp").splitlines()
+    assert len(subjects) == start_commits + 2
     bad = ckpt(repo, "event", "exp", "--type", "Bad Type", ok=False)
     assert bad.exit_code == 2
     bad = ckpt(repo, "event", "exp", "--type", "x.y", "--json", "{nope", ok=False)

@@ -9,10 +9,14 @@ import subprocess
 from pathlib import Path
 
 from conftest import git
-from helpers import BIN_DIR, ckpt, ckpt_json
+from helpers import BIN_DIR, ckpt, ckpt_json, write
+
+SEED42 = "constraints:\n  - id: seed42\n    text: Experiments use seed 42\n"
 
 
 def start(repo: Path) -> None:
+    # a constraint id given to `task start` must be defined by the contract
+    write(repo / ".agent" / "contracts" / "constraints.yaml", SEED42)
     ckpt(
         repo,
         "task",

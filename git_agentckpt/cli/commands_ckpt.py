@@ -259,5 +259,7 @@ def event(
     data = read_json_arg(payload, "--json payload", ctx) if payload is not None else {}
     if not isinstance(data, dict):
         raise BadStateError("the event payload must be a JSON object")
-    ev = open_ckpt(ctx).event(task, type_, data, actor)
+    ck = open_ckpt(ctx)
+    ck.require_task(task)  # a name nobody started: "did you mean", never a new task
+    ev = ck.event(task, type_, data, actor)
     click.echo(f"{ev.id} {ev.seq}")

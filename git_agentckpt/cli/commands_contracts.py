@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from git_agentckpt.cli.common import open_ckpt
@@ -9,6 +11,10 @@ from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option, short
 from git_agentckpt.display import escape_control, escape_for_display
 from git_agentckpt.errors import UsageError
+
+if TYPE_CHECKING:
+    from git_agentckpt.api import Checkpointer
+    from git_agentckpt.model import JSON
 
 
 def _stdin_is_terminal() -> bool:
@@ -27,9 +33,17 @@ def _shown(text: str) -> str:
 @click.option(
     "-t", "--task", "task_opt", help="Task name (default: $GIT_CKPT_TASK, the single active task)."
 )
+@click.option(
+    "--rebaseline",
+    is_flag=True,
+    help="First accept the current content of the watched (unsnapshotted) files, "
+    "after showing them to a person at a terminal; logged as constraint.rebaseline.",
+)
 @json_option
 @click.pass_context
-def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: bool) -> None:
+def check(
+    ctx: click.Context, task: str | None, task_opt: str | None, rebaseline: bool, as_json: bool
+) -> None:
     """Run every constraint of .agent/contracts now; exit 1 on a block violation.
 
     Logs constraint.check, one constraint.violation per failure and any
@@ -37,9 +51,14 @@ def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: b
     """
     if task and task_opt and task != task_opt:
         raise UsageError(f"two different tasks: {task!r} and {task_opt!r}")
-    outcome = open_ckpt(ctx).check(task or task_opt)
+    ck = open_ckpt(ctx)
+    accepted = _rebaseline(ck, task or task_opt, as_json) if rebaseline else None
+    outcome = ck.check(task or task_opt)
     if as_json:
-        emit_json(outcome.to_json())
+        doc = outcome.to_json()
+        if rebaseline:
+            doc["rebaseline"] = accepted
+        emit_json(doc)
         ctx.exit(outcome.exit_status)
     report = outcome.report
     for r in report.results:
@@ -59,6 +78,32 @@ def check(ctx: click.Context, task: str | None, task_opt: str | None, as_json: b
     if outcome.recommendation:
         click.echo(f"recommended: {outcome.recommendation}")
     ctx.exit(outcome.exit_status)
+
+
+def _rebaseline(ck: Checkpointer, task: str | None, as_json: bool) -> dict[str, JSON]:
+    """Show what changed in the watched files and, if a person at a terminal says yes,
+    accept it. Prompts go to stderr with --json (stdout holds one JSON document)."""
+    t, shown = ck.pending_rebaseline(task)
+    if not shown:
+        click.echo("rebaseline: the watched files match the record: nothing to accept", err=as_json)
+        return {"task": t.name, "accepted": None, "event": None}
+    paths = [(p, what) for what, ps in shown.to_json().items() for p in ps]
+    if not _stdin_is_terminal():
+        raise UsageError(
+            f"{len(paths)} watched file(s) changed, and only a person at a terminal can "
+            "accept them: stdin is not a terminal",
+            hint=f"run `git ckpt check --rebaseline {t.name}` in a terminal",
+        )
+    click.echo(f"watched files of task {t.name} that no snapshot holds:", err=as_json)
+    for path, what in paths:
+        click.echo(f"  {what:8} {escape_control(path)}", err=as_json)
+    question = f"Accept the current content of these {len(paths)} file(s) as the new baseline?"
+    if not click.confirm(question, default=False, err=as_json):
+        click.echo("nothing accepted", err=as_json)
+        return {"task": t.name, "accepted": None, "event": None}
+    done = ck.rebaseline(t, shown)
+    click.echo(f"accepted: logged {done.event} (constraint.rebaseline)", err=as_json)
+    return done.to_json()
 
 
 @cli.command()

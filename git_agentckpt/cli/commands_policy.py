@@ -65,7 +65,8 @@ def tick(ctx: click.Context, /, task: str | None, as_json: bool, **given: Any) -
         return
     d = result.decision
     made = f": checkpoint {result.checkpoint.id}" if result.checkpoint else ""
-    click.echo(f"{d.tier} ({d.rule}){made}")
+    rule = f"{d.rule}, demoted from {d.demoted_from}" if d.demoted_from else d.rule
+    click.echo(f"{d.tier} ({rule}){made}")
     for reason in d.reasons:
         click.echo(f"  {reason}")
 
@@ -91,11 +92,17 @@ def config_get(ctx: click.Context, key: str, as_json: bool) -> None:
 @config.command(name="set")
 @click.argument("key")
 @click.argument("value")
+@click.option(
+    "--add", is_flag=True, help="Create KEY in a table of your own (git ckpt does not read it)."
+)
 @json_option
 @click.pass_context
-def config_set(ctx: click.Context, key: str, value: str, as_json: bool) -> None:
-    """Set KEY to VALUE (TOML: 10, 0.5, true, [0.8, 0.95], or text), keeping comments."""
-    parsed = open_ckpt(ctx).config_set(key, value)
+def config_set(ctx: click.Context, key: str, value: str, add: bool, as_json: bool) -> None:
+    """Set KEY to VALUE (TOML: 10, 0.5, true, [0.8, 0.95], or text), keeping comments.
+
+    Only the keys git ckpt reads are accepted (see `man git-ckpt`, SETTINGS);
+    --add creates a key of your own in a table git ckpt does not use."""
+    parsed = open_ckpt(ctx).config_set(key, value, add)
     if as_json:
         emit_json({"key": key, "value": parsed, "kept_comments": True})
     else:

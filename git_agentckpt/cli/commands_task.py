@@ -122,7 +122,9 @@ def step_start(
     ctx: click.Context, task: str, step_id: str, force: bool, risk: str | None, as_json: bool
 ) -> None:
     """Mark STEP_ID of TASK in progress (a pending, redone or retried step)."""
-    ev = open_ckpt(ctx).step_start(task, step_id, force=force, risk=risk)
+    ck = open_ckpt(ctx)
+    ck.require_task(task)  # a name nobody started: "did you mean"
+    ev = ck.step_start(task, step_id, force=force, risk=risk)
     if as_json:
         emit_json(ev.to_json())
     else:
@@ -141,7 +143,9 @@ def step_done(
 ) -> None:
     """Mark STEP_ID done: log step.end, then commit the full checkpoint that makes it so."""
     run = build_run(kw)
-    made = open_ckpt(ctx).step_done(task, step_id, read_json_arg(output, "--output", ctx), run=run)
+    ck = open_ckpt(ctx)
+    ck.require_task(task)
+    made = ck.step_done(task, step_id, read_json_arg(output, "--output", ctx), run=run)
     if as_json:
         emit_json(made.to_json())
     else:
@@ -158,7 +162,9 @@ def step_fail(
     ctx: click.Context, task: str, step_id: str, output: str | None, as_json: bool
 ) -> None:
     """Mark STEP_ID failed (it may be retried with `step start`)."""
-    ev = open_ckpt(ctx).step_fail(task, step_id, read_json_arg(output, "--output", ctx))
+    ck = open_ckpt(ctx)
+    ck.require_task(task)
+    ev = ck.step_fail(task, step_id, read_json_arg(output, "--output", ctx))
     if as_json:
         emit_json(ev.to_json())
     else:

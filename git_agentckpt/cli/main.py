@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from git_agentckpt import __version__
+from git_agentckpt.cli.output import JSON_ERRORS
 from git_agentckpt.errors import (
     FILE_SYSTEM_WIDE,
     CkptError,
@@ -29,8 +30,11 @@ from git_agentckpt.errors import (
 
 
 def _report(ctx: click.Context, message: str, status: int) -> None:
+    """An error, once on each channel: one line on stderr, always; and one JSON object
+    on stdout when the command was asked for JSON output by its own `--json` option
+    (`event --json PAYLOAD` takes a payload, not an output format: text only)."""
     click.echo(f"git ckpt: error: {message}", err=True)
-    if ctx.meta.get("ckpt.json"):
+    if ctx.meta.get(JSON_ERRORS):
         click.echo(json.dumps({"error": message, "exit": status}, separators=(",", ":")))
 
 
@@ -108,7 +112,6 @@ class CkptGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        ctx.meta["ckpt.json"] = "--json" in args
         for before, arg in zip(["", *args], args, strict=False):
             # Python hands bytes of argv that are not UTF-8 over as lone surrogates: text
             # (a goal, a message, JSON) is stored as UTF-8 and cannot hold them; a path can.

@@ -26,4 +26,20 @@ def short(sha: str | None) -> str:
     return sha[:12] if sha else "-"
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+JSON_ERRORS = "ckpt.json"  # set when the command asked for JSON output: errors as JSON too
+
+
+def _output_is_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """The command's own `--json` decides the channel of its errors (CkptGroup)."""
+    if value:
+        ctx.find_root().meta[JSON_ERRORS] = True
+    return value
+
+
+json_option = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    callback=_output_is_json,
+    help="Print JSON instead of text (errors too: see man git-ckpt, OPTIONS).",
+)

@@ -10,9 +10,9 @@
   tracked files keep HEAD's blob), written through the private index without
   a checkpoint. Ignored and secret files are therefore invisible to that
   comparison; under the directory of a `protected_paths` / `forbidden_paths`
-  glob they are watched by size and mtime instead (`watch.py`), tracked
-  secret files included; `forbidden_paths` uses the same set ("written" =
-  differs from the baseline).
+  glob they are watched by content instead (`watch.py`: stamps first, the
+  sha256 when a stamp moved), tracked secret files included; `forbidden_paths`
+  uses the same set ("written" = differs from the baseline).
 - `command` checks run only when this user approved that exact argv for this
   repository (`TrustStore`, identity `repo_identity`); otherwise `untrusted`,
   never executed.
@@ -20,6 +20,8 @@
   that cannot be evaluated fails closed). `unchecked` and `untrusted` are
   counted and shown, never blocking. A `constraint.violation` event is
   written for each `fail` or `error`, whatever the severity.
+- At resume, `evaluate_for_resume` runs the same checks and logs nothing: the
+  resume records the run itself (see `ConstraintRun`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from git_agentckpt.contracts import watch
 from git_agentckpt.contracts.checks import CheckContext, CheckResult, Status, run_check
 from git_agentckpt.contracts.drift import (
     CHECK_EVENT,
@@ -51,11 +52,11 @@ from git_agentckpt.contracts.schema import (
     parse_assertions,
 )
 from git_agentckpt.contracts.trust import TrustStore
+from git_agentckpt.contracts.watching import watched_changes
 from git_agentckpt.display import escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import agent_dir, large_files, snapshot_and_changes
-from git_agentckpt.globs import match_excluded
+from git_agentckpt.git.worktree import large_files, snapshot_and_changes
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.pins import key_input_assertions
@@ -68,9 +69,11 @@ __all__ = [
     "CheckOutcome",
     "ConstraintReport",
     "ConstraintResult",
+    "ConstraintRun",
     "context_drop_setting",
     "evaluate",
     "evaluate_assertions",
+    "evaluate_for_resume",
     "key_input_assertions",
     "load_contract",
     "make_command_runner",
@@ -234,7 +237,7 @@ def evaluate_assertions(
 
 def load_contract(workdir: str) -> Contract | None:
     """The contract of the working tree (None when there is no contract file)."""
-    return load_contract_dir(Path(workdir) / CONTRACTS_DIR)
+    return load_contract_dir(Path(workdir) / CONTRACTS_DIR, shown_as=CONTRACTS_DIR)
 
 
 def context_drop_setting(settings: Settings) -> float:
@@ -283,10 +286,7 @@ class CheckOutcome:
 def _task_for_check(ck: Workspace, task: str | None) -> TaskName | None:
     """-t/TASK, $GIT_CKPT_TASK or the single active task; None when there is no task."""
     if task or os.environ.get("GIT_CKPT_TASK"):
-        found = ck.resolve_task(task)
-        if not ck.log.exists(found) and ck.store.tip(found) is None:
-            raise NotFound(f"no task {found.name!r}", hint="see `git ckpt task list`")
-        return found
+        return ck.require_task(task)  # an unknown name: "did you mean", never a new task
     try:
         return ck.resolve_task(None)
     except UsageError:
@@ -305,23 +305,6 @@ def _active_tasks(ck: Workspace) -> list[TaskName]:
         if status in ("active", "recovering"):
             out.append(t)
     return out
-
-
-def contract_globs(contract: Contract | None) -> list[str]:
-    """The globs of the contract's `forbidden_paths` / `protected_paths` checks."""
-    pairs: list[tuple[str, Sequence[str]]] = []
-    for c in contract.constraints if contract is not None else ():
-        paths = c.check.params.get("paths") if c.check is not None else None
-        if c.check is not None and isinstance(paths, list | tuple):
-            pairs.append((c.check.kind, [p for p in paths if isinstance(p, str)]))
-    return watch.watched_globs(pairs)
-
-
-def record_watched(ck: Workspace, task: TaskName) -> None:
-    """At task start: what the directories of the contract's path globs hold now."""
-    globs = contract_globs(load_contract(ck.repo.workdir))
-    if globs:
-        watch.record(agent_dir(ck.repo), task.name, ck.repo.workdir, globs)
 
 
 def _baseline(ck: Workspace, task: TaskName | None) -> str | None:
@@ -363,40 +346,49 @@ def _check_events(
     return events
 
 
-def run_check_now(ck: Workspace, task: str | TaskName | None) -> CheckOutcome:
-    """The body of `git ckpt check [TASK]` (see the module doc); returns, never prints."""
+def _changed_paths(
+    ck: Workspace, t: TaskName | None, contract: Contract | None, base_tree: str
+) -> tuple[str, frozenset[str]]:
+    """The working tree as a snapshot would see it, and the paths changed since
+    `base_tree`: the snapshot comparison, untracked large files, and (with a task)
+    the watched files no snapshot holds."""
     repo = ck.repo
-    contract = load_contract(repo.workdir)
-    if contract is not None:
-        rel = os.path.relpath(contract.path, repo.workdir)
-        contract = Contract(
-            rel if not rel.startswith("..") else contract.path, contract.constraints
-        )
-    name = task.name if isinstance(task, TaskName) else task
-    t = _task_for_check(ck, name)
-    baseline = _baseline(ck, t)
-    base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
     tree, changed = snapshot_and_changes(repo, ck.settings.secret_paths, base_tree)
     # untracked files above the size cap are not in `tree`, but they are there: they
     # count as any untracked file does (added since the baseline)
     changed = changed | {f.path for f in large_files(repo)}
-    if t is not None:  # files no snapshot holds (ignored ones), under path-check globs
-        secret = ck.settings.secret_paths  # a tracked one is in the tree, as HEAD's blob
-        changed = changed | watch.changed_since_start(
-            agent_dir(repo),
-            t.name,
-            repo.workdir,
-            contract_globs(contract),
-            lambda path: (
-                not match_excluded(secret, path) and repo.tree_entry(tree, path) is not None
-            ),
-        )
+    if t is not None:
+        changed |= watched_changes(ck, t, contract, tree)
+    return tree, frozenset(changed)
+
+
+def _relative(contract: Contract | None, workdir: str) -> Contract | None:
+    if contract is None:
+        return None
+    rel = os.path.relpath(contract.path, workdir)
+    return Contract(rel if not rel.startswith("..") else contract.path, contract.constraints)
+
+
+def _context(ck: Workspace, contract: Contract | None, changed: frozenset[str]) -> CheckContext:
+    """Declarative checks read the working tree; commands run only when trusted."""
+    repo = ck.repo
     needs_runner = contract is not None and any(
         c.check is not None and c.check.kind == "command" for c in contract.constraints
     )
     runner = make_command_runner(repo, TrustStore(), ck.log.redactor.text) if needs_runner else None
-    ctx = CheckContext(Path(repo.workdir), changed_paths=changed, command_runner=runner)
-    report = evaluate(contract, ctx)
+    return CheckContext(Path(repo.workdir), changed_paths=changed, command_runner=runner)
+
+
+def run_check_now(ck: Workspace, task: str | TaskName | None) -> CheckOutcome:
+    """The body of `git ckpt check [TASK]` (see the module doc); returns, never prints."""
+    repo = ck.repo
+    contract = _relative(load_contract(repo.workdir), repo.workdir)
+    name = task.name if isinstance(task, TaskName) else task
+    t = _task_for_check(ck, name)
+    baseline = _baseline(ck, t)
+    base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
+    tree, changed = _changed_paths(ck, t, contract, base_tree)
+    report = evaluate(contract, _context(ck, contract, changed))
     if t is None:
         return CheckOutcome(report, None, baseline, tree, len(changed))
     scan = scan_drift(
@@ -411,3 +403,82 @@ def run_check_now(ck: Workspace, task: str | TaskName | None) -> CheckOutcome:
     return CheckOutcome(
         report, t.name, baseline, tree, len(changed), scan.signals, tuple(e.id for e in written)
     )
+
+
+# ---- resume, step 3: every constraint, nothing logged ---------------------------------
+
+
+@dataclass(frozen=True)
+class ConstraintRun:
+    """Every constraint of the contract, run at resume time (design section 3, step 3).
+
+    `ready` is False when a `block` constraint fails (`fail`, or `error`: a check
+    that cannot be evaluated fails closed); the resume is then not ready
+    (`Exit.NOT_READY`). `untrusted` and `unchecked` constraints are listed, never
+    blocking, exactly as `git ckpt check` treats them.
+    """
+
+    report: ConstraintReport
+    baseline: str | None  # the commit the changed paths are counted from (None: empty tree)
+    tree: str  # the tree the workspace was compared as
+    changed: int  # number of changed paths
+
+    @property
+    def results(self) -> tuple[ConstraintResult, ...]:
+        return self.report.results
+
+    @property
+    def failing(self) -> tuple[ConstraintResult, ...]:
+        return tuple(r for r in self.report.results if r.status in FAILING)
+
+    @property
+    def blocking(self) -> tuple[str, ...]:
+        return self.report.blocking_failures
+
+    @property
+    def ready(self) -> bool:
+        return not self.blocking
+
+    @property
+    def exit_status(self) -> Exit:
+        return Exit.OK if self.ready else Exit.NOT_READY
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "contract": self.report.contract,
+            "constraints": [
+                {"id": r.id, "severity": r.severity, "status": r.status, "detail": r.detail}
+                for r in self.report.results
+            ],
+            "failing": [r.id for r in self.failing],
+            "blocking": list(self.blocking),
+            "ready": self.ready,
+            "counts": dict(self.report.counts),
+            "baseline": self.baseline,
+            "tree": self.tree,
+            "changed_files": self.changed,
+        }
+
+
+def evaluate_for_resume(ck: Workspace, task: TaskName, tree: str) -> ConstraintRun:
+    """Run every constraint of the working tree's contract for a resume of `task`
+    whose workspace is (now) `tree`: trusted commands only, the same checks as
+    `git ckpt check`. Changed paths are those between the task's baseline and
+    `tree`, plus untracked large files and the watched files no snapshot holds.
+
+    Nothing is logged and no drift alarm is raised: the resume records this run in
+    its own report and `recovery.*` events (a `constraint.check` here would count
+    the tool's own verification as a step of the agent's work for the drift scan).
+    The watched-file record's stamps are refreshed (a cache, not a decision).
+    A contract that cannot be parsed raises `ContractError` (exit 2): a resume never
+    runs without its constraints.
+    """
+    repo = ck.repo
+    contract = _relative(load_contract(repo.workdir), repo.workdir)
+    baseline = _baseline(ck, task)
+    base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
+    changed = {c.path for c in repo.diff_trees(base_tree, tree)}
+    changed |= {f.path for f in large_files(repo)}
+    changed |= watched_changes(ck, task, contract, tree)
+    report = evaluate(contract, _context(ck, contract, frozenset(changed)))
+    return ConstraintRun(report, baseline, tree, len(changed))

@@ -35,6 +35,7 @@ from git_agentckpt.contracts._docs import show as _show
 from git_agentckpt.contracts._docs import type_name as _type_name
 from git_agentckpt.errors import UsageError
 from git_agentckpt.globs import compile_glob
+from git_agentckpt.settings import CONTRACT_FILENAMES
 
 __all__ = [
     "CHECK_KINDS",
@@ -56,7 +57,6 @@ __all__ = [
 
 Severity = Literal["block", "warn"]
 DEFAULT_COMMAND_TIMEOUT = 60.0
-CONTRACT_FILENAMES = ("constraints.yaml", "constraints.yml", "constraints.json")
 _ID_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _HEX64_RE = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -383,23 +383,33 @@ def load_contract_text(text: str, filename: str) -> Contract:
     return Contract(filename, _contract_from(root, _Loc(filename, "", 1, lines)))
 
 
-def load_contract_dir(contracts_dir: Path) -> Contract | None:
-    """Load `constraints.{yaml,yml,json}` from a directory; None when there is none."""
+def load_contract_dir(contracts_dir: Path, shown_as: str | None = None) -> Contract | None:
+    """Load `constraints.{yaml,yml,json}` from a directory; None when there is none.
+    Errors name the file as `<shown_as>/<name>` when given (e.g. `.agent/contracts`,
+    relative to the working tree), else by its path; `Contract.path` is the path."""
     found = [contracts_dir / name for name in CONTRACT_FILENAMES]
     found = [path for path in found if path.exists() or path.is_symlink()]
     if not found:
         return None
+
+    def shown(path: Path) -> str:
+        return f"{shown_as}/{path.name}" if shown_as is not None else str(path)
+
     if len(found) > 1:
-        names = " and ".join(str(path) for path in found)
+        names = " and ".join(shown(path) for path in found)
         raise ContractError(f"{names}: more than one contract file; keep only one")
     path = found[0]
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ContractError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+        where = shown(path)
+        raise ContractError(
+            f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     except OSError as exc:
-        raise ContractError(f"{path}: cannot read the contract: {exc.strerror or exc}") from None
-    return load_contract_text(text, str(path))
+        where = shown(path)
+        raise ContractError(f"{where}: cannot read the contract: {exc.strerror or exc}") from None
+    return Contract(str(path), load_contract_text(text, shown(path)).constraints)
 
 
 def parse_assertions(obj: object, *, source: str = "<assertions>") -> tuple[Assertion, ...]:

@@ -20,11 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from git_agentckpt.contracts.engine import make_command_runner, run_check_now
+from git_agentckpt.contracts.engine import evaluate_for_resume, make_command_runner
 from git_agentckpt.contracts.schema import Contract, load_contract_dir
 from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
+from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
 from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
@@ -198,9 +199,11 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     asserted = _assertions(s, start, verified, located)
     if asserted.stopped:
         return _stop(s, Exit.ASSERTIONS_FAILED, f"assertions fail: {asserted.stopped}")
+    tree = ensure_tree(ws.repo, verified.final, ws.settings.secret_paths)
     if asserted.rollback is not None and asserted.rollback.target is not None:
         start = effective = asserted.rollback.target
-    failing = _constraints(s)
+        tree = snapshot_tree(ws.repo, ws.settings.secret_paths)  # the tree rolled back to
+    failing = _constraints(s, tree)
     return _ready(s, located, start, verified, asserted, failing)
 
 
@@ -266,15 +269,15 @@ def _assertions(
     return step
 
 
-def _constraints(s: _Session) -> list[dict[str, JSON]]:
-    """Every constraint, run now (trusted commands only): the failing ones."""
-    outcome = run_check_now(s.ws, s.task)
-    s.report["constraints"] = outcome.report.to_json()
+def _constraints(s: _Session, tree: str) -> list[dict[str, JSON]]:
+    """Every constraint, run now on the working tree (`tree`; trusted commands only):
+    the failing ones. Nothing is logged but the report (contracts/engine.py)."""
+    run = evaluate_for_resume(s.ws, s.task, tree)
+    s.report["constraints"] = run.to_json()
     s.lap("constraints")
+    rows = run.to_json().get("constraints")
     return [
-        {"id": r.id, "severity": r.severity, "status": r.status, "detail": r.detail}
-        for r in outcome.report.results
-        if r.status in ("fail", "error")
+        c for c in rows or [] if isinstance(c, dict) and c.get("status") in ("fail", "error")
     ]
 
 

@@ -8,6 +8,7 @@ It returns data (dataclasses and JSON-ready dicts) and never prints.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import time
@@ -36,6 +37,7 @@ from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.evidence import SuspectClaim, unsupported_claims
 from git_agentckpt.store.pins import key_input_assertions
+from git_agentckpt.store.redaction import check_name
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.restoring import RestoreResult, restore_checkpoint
 from git_agentckpt.store.state import current_state, read_task
@@ -124,6 +126,24 @@ class Workspace:
         raise UsageError(
             f"{len(active)} active tasks ({', '.join(active)}): which one?",
             hint="name it with -t TASK or set GIT_CKPT_TASK",
+        )
+
+    def require_task(self, task: str | None) -> TaskName:
+        """`resolve_task`, and the task must exist (a log or a checkpoint): a name nobody
+        started is `NotFound` with the closest known names, never a new task."""
+        t = self.resolve_task(task)
+        if self.log.exists(t) or self.store.tip(t) is not None:
+            return t
+        check_name(self.log.redactor, "task name", t.name)  # never echo a secret back
+        known = [k.name for k in self.tasks()]
+        close = difflib.get_close_matches(t.name, known, n=3, cutoff=0.6)
+        if close:
+            hint = "did you mean " + " or ".join(repr(c) for c in close) + "?"
+        else:
+            hint = "see `git ckpt task list`" if known else "no task exists yet"
+        raise NotFound(
+            f"no task {t.name!r}",
+            hint=f"{hint} (a new task starts with `git ckpt task start {t.name} --goal ...`)",
         )
 
     def state(self, task: str | TaskName) -> dict[str, JSON]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import git
-from helpers import ckpt, ckpt_json, forge_event
+from helpers import ckpt, ckpt_json, forge_event, write
 
 import git_agentckpt
 from git_agentckpt.errors import BadStateError
@@ -40,8 +40,12 @@ TOOL_ONLY = [
     "trigger.decision",
 ]
 
+SEED42 = "constraints:\n  - id: seed42\n    text: Experiments use seed 42\n"
+
 
 def start(repo: Path, task: str = "t") -> None:
+    # a constraint id given to `task start` must be defined by the contract
+    write(repo / ".agent" / "contracts" / "constraints.yaml", SEED42)
     ckpt(
         repo,
         "task",

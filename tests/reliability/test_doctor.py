@@ -91,6 +91,7 @@ def test_a_killed_fetch_blocks_until_doctor_removes_its_lock(shared: tuple[Path,
     repo, remote = shared
     other = remote.parent / "other"
     git(remote.parent, "clone", "-q", str(remote), str(other))
+    ckpt(other, "fetch")  # a clone appends to a task it has (an unknown name is refused)
     ckpt(other, "event", "t", "--type", "tool.call")  # something new to fetch
     ckpt(other, "push")
     ready = remote.parent / "hook-ready"
