@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.errors import CkptError, NotFound, OperationFailed, UsageError
@@ -74,42 +74,12 @@ class Checkpointer(Workspace):
                 record_watched(self, TaskName(task))  # files no snapshot holds
         return made
 
-    def create(
-        self,
-        task: str | None = None,
-        message: str = "",
-        light: bool = False,
-        trigger: str = "manual",
-        step: str | None = None,
-        state: Mapping[str, JSON] | None = None,
-        run: RunInfo | None = None,
-        force: bool = False,
-        actor: str | None = None,
-        assertions: Sequence[Any] = (),
-        _state_override: dict[str, JSON] | None = None,
-        _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
-    ) -> Checkpoint:
-        """Take a checkpoint; `state` is a patch merged into the current task state.
-
-        `assertions` are `--assert` specs (`file_exists:PATH`, …) or mappings
-        `{"id": …, "check": {…}}`; they are checked on resume. A contract that does not
-        validate is named in `warnings`: the checkpoint is taken all the same.
-        """
+    def _checks_for_create(self, assertions: Sequence[Any]) -> list[JSON]:
+        """`--assert` specs (`file_exists:PATH`, …) and `{"id": …, "check": {…}}` mappings
+        as check objects. A contract that does not validate is named in `warnings`: the
+        checkpoint is taken all the same."""
         self._warn_on_invalid_contract()
-        return super().create(
-            task,
-            message,
-            light,
-            trigger,
-            step,
-            state,
-            run,
-            force,
-            actor,
-            parse_assertion_specs(assertions),
-            _state_override,
-            _transform,
-        )
+        return parse_assertion_specs(assertions)
 
     def _warn_on_invalid_contract(self) -> None:
         """A malformed contract is said at once, not at the next check or resume."""

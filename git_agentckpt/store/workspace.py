@@ -227,17 +227,20 @@ class Workspace:
         run: RunInfo | None = None,
         force: bool = False,
         actor: str | None = None,
-        assertions: Sequence[JSON] = (),
+        assertions: Sequence[Any] = (),
         _state_override: dict[str, JSON] | None = None,
         _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
-        `assertions` are validated check objects (`{"id": …, "check": {…}}`),
-        checked on resume; the key inputs (`[env] key_inputs`) are pinned too.
+        `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
+        also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
         """
         t = self.resolve_task(task)
-        checks = [*assertions, *key_input_assertions(self.repo.workdir, self.settings.key_inputs)]
+        checks = [
+            *self._checks_for_create(assertions),
+            *key_input_assertions(self.repo.workdir, self.settings.key_inputs),
+        ]
 
         def compute_state() -> dict[str, JSON]:
             """Runs under the task's lock (and again on each retry): see CheckpointStore."""
@@ -279,6 +282,11 @@ class Workspace:
         if not light:
             record_cost(self.repo, time.perf_counter() - started)
         return made
+
+    def _checks_for_create(self, assertions: Sequence[Any]) -> list[JSON]:
+        """The assertions `create` stores: check objects as given (the facade also parses
+        `--assert` specs and warns about a contract that does not validate)."""
+        return list(assertions)
 
     # -- steps ------------------------------------------------------------------------
 
