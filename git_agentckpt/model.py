@@ -323,6 +323,10 @@ def check_external_patch(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> 
                     f"a state patch cannot reopen done step {sid!r}",
                     hint="a done step stays done until a redo or a rollback reopens it",
                 )
+    if "worktree" in patch or "recovery" in patch:
+        raise BadStateError(
+            "a state patch cannot set 'worktree' or 'recovery': the tool records them"
+        )
     status = patch.get("status")
     if status is not None and status != old.get("status") and status in ("done", "recovering"):
         raise BadStateError(

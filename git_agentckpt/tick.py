@@ -125,6 +125,7 @@ def _step_in_progress(ck: Workspace, task: TaskName) -> str | None:
 
 def tick(ck: Workspace, task: str | None, given: Signals, explicit: set[str]) -> TickResult:
     t = ck.require_task(task)  # a name nobody started is an error, never a new task
+    ck.require_own(t)  # another worktree's task: not this worktree's to checkpoint
     policy = load_policy(ck)
     signals = derive_signals(ck, t, given, explicit)
     decision = decide(signals, policy)

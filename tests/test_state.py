@@ -153,10 +153,21 @@ def test_init_never_overwrites(repo: Path) -> None:
     assert ".env" in parsed["snapshot"]["secret_paths"]
 
 
-def test_a_start_cut_off_before_its_first_checkpoint_completes_when_run_again(
-    repo: Path,
-) -> None:
+def test_a_start_whose_snapshot_fails_leaves_nothing_behind(repo: Path) -> None:
+    """The task.start is logged with the first checkpoint's prepare, in one commit: a start
+    killed (or failing) before that leaves no event, and can simply be run again."""
     env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.objects"}
+    argv = ["task", "start", "t", "--goal", "g", "--step", "s1:one"]
+    killed = subprocess.run([os.path.join(BIN_DIR, "git-ckpt"), *argv], cwd=repo, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    assert git(repo, "for-each-ref", "refs/agent/") == ""  # no event, no checkpoint
+    done = ckpt_json(repo, "task", "start", "t", "--goal", "another goal")
+    assert done["trigger"] == "task_start"
+    assert ckpt_json(repo, "task", "show", "t")["goal"] == "another goal"
+
+
+def test_a_start_cut_off_after_its_prepare_completes_when_run_again(repo: Path) -> None:
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.prepare"}
     argv = ["task", "start", "t", "--goal", "g", "--step", "s1:one"]
     killed = subprocess.run([os.path.join(BIN_DIR, "git-ckpt"), *argv], cwd=repo, env=env)
     assert killed.returncode == -signal.SIGKILL
@@ -167,7 +178,7 @@ def test_a_start_cut_off_before_its_first_checkpoint_completes_when_run_again(
     assert done["trigger"] == "task_start"
     state = ckpt_json(repo, "task", "show", "t")
     assert state["goal"] == "g" and [s["id"] for s in state["steps"]] == ["s1"]
-    starts = [json.loads(x)["type"] for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()]
-    assert starts.count("task.start") == 1
+    types = [json.loads(x)["type"] for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()]
+    assert types.count("task.start") == 1
     again = ckpt(repo, *argv, ok=False)
     assert again.exit_code == 2 and "already exists" in again.stderr

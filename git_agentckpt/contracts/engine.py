@@ -286,7 +286,9 @@ class CheckOutcome:
 def _task_for_check(ck: Workspace, task: str | None) -> TaskName | None:
     """-t/TASK, $GIT_CKPT_TASK or the single active task; None when there is no task."""
     if task or os.environ.get("GIT_CKPT_TASK"):
-        return ck.require_task(task)  # an unknown name: "did you mean", never a new task
+        named = ck.require_task(task)  # an unknown name: "did you mean", never a new task
+        ck.require_own(named)  # this worktree's files never count for another's task
+        return named
     try:
         return ck.resolve_task(None)
     except UsageError:

@@ -154,6 +154,7 @@ def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
     view = read_task(ws.store, ws.log, task)
     if view.state is None:
         raise NotFound(f"no task {task_name!r}", hint="see `git ckpt task list`")
+    ws.require_own(task)
     # a claim the history does not back (a forged or copied note) is reported, never trusted
     suspects = unsupported_claims(ws.store, task, view.state, view.tip)
     report: dict[str, JSON] = {"v": 1, "id": new_ulid(), "task": task.name, "started": iso_now()}
@@ -396,7 +397,7 @@ def confirm(
     ws: Workspace, task_name: str, restatement: str | None, by_human: bool
 ) -> tuple[Exit, Verdict, dict[str, JSON]]:
     task = TaskName(task_name)
-    state = ws.state(task)
+    state = ws.require_own(task)
     if state.get("status") != "recovering":
         completed = _complete_confirmation(ws, task)
         if completed is not None:  # a confirm killed after its verdict was logged

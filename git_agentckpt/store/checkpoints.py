@@ -256,16 +256,18 @@ class CheckpointStore:
         light: bool,
         trigger: str,
         step: str | None,
-        state: Callable[[], Mapping[str, JSON]],
+        state: Callable[[], tuple[Mapping[str, JSON], Sequence[NewEvent]]],
         assertions: Sequence[JSON] = (),
         secret_paths: Sequence[str] = (),
         actor: Mapping[str, JSON] | None = None,
     ) -> Checkpoint:
         """Create one checkpoint in write-ahead order (see the module docstring).
 
-        `state()` computes the note to write. It is called under the task's lock
-        and again on every retry, so a note never carries a state read before a
-        concurrent writer (a `step done`, another checkpoint) committed its own.
+        `state()` computes the note to write, and the events to log with the
+        `checkpoint.prepare` in one commit (a `task.start` when this checkpoint starts
+        the task: nothing is logged if the snapshot fails first). It is called under
+        the task's lock and again on every retry, so a note never carries a state read
+        before a concurrent writer (a `step done`, another checkpoint) committed its own.
         """
         lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
         os.makedirs(lock_dir, exist_ok=True)
@@ -316,7 +318,7 @@ class CheckpointStore:
         light: bool,
         trigger: str,
         step: str | None,
-        state: Callable[[], Mapping[str, JSON]],
+        state: Callable[[], tuple[Mapping[str, JSON], Sequence[NewEvent]]],
         assertions: Sequence[JSON],
         secret_paths: Sequence[str],
         actor: Mapping[str, JSON] | None,
@@ -346,7 +348,8 @@ class CheckpointStore:
         if step:
             check_name(redactor, "step id", step)
         message, trigger = redactor.text(message), redactor.text(trigger)
-        clean_state = redact_state(redactor, state())
+        raw_state, lead = state()
+        clean_state = redact_state(redactor, raw_state)
         number = (prev.number if prev else 0) + 1
         ckpt_id = new_ulid()
         kind = "light" if light else "full"
@@ -376,7 +379,8 @@ class CheckpointStore:
         data: dict[str, JSON] = {"kind": kind, "trigger": trigger, "number": number, "id": ckpt_id}
         who = dict(actor or {})
         # 3. write-ahead record
-        self.log.append(task, [NewEvent("checkpoint.prepare", who, links=links, data=data)])
+        prepare = NewEvent("checkpoint.prepare", who, links=links, data=data)
+        self.log.append(task, [*lead, prepare])
         crash_point("checkpoint.prepare")
         # 4. the commit point (the same guard the reference-transaction hook runs)
         problems = check_updates(repo, [Update(old or ZERO, commit, task.checkpoints_ref)])

@@ -89,6 +89,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
     writes, and a `workspace.restore` event."""
     target = ws.resolve(name)
     task = TaskName(target.task)
+    ws.require_own(task)  # another worktree's checkpoint: its files, never written here
     current_tree = snapshot_tree(ws.repo, ws.settings.secret_paths)
     plan, secret, agent = without_kept(
         plan_restore(

@@ -49,6 +49,25 @@ EventLike = NewEvent | Mapping[str, Any]
 START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
 
 
+MAIN_WORKTREE = "main"
+
+
+def worktree_of(repo: GitRepo) -> dict[str, JSON]:
+    """`{"id", "path"}` of the repository's worktree: `main`, or `worktrees/<name>` for a
+    linked one (`git worktree add`); the id is what a task's state records."""
+    if repo.git_dir == repo.common_dir:
+        return {"id": MAIN_WORKTREE, "path": repo.workdir}
+    return {"id": "worktrees/" + os.path.basename(repo.git_dir), "path": repo.workdir}
+
+
+def owner_of(state: Mapping[str, JSON]) -> dict[str, JSON]:
+    """The worktree a task belongs to (tasks older than this record: the main one)."""
+    owner = state.get("worktree")
+    if isinstance(owner, dict) and isinstance(owner.get("id"), str):
+        return owner
+    return {"id": MAIN_WORKTREE, "path": None}
+
+
 class StepNotStartable(UsageError):
     """`step start` of a step that is done or skipped."""
 
@@ -78,6 +97,8 @@ def _as_new_event(ev: EventLike) -> NewEvent:
 class Workspace:
     def __init__(self, repo: GitRepo) -> None:
         self.repo = repo
+        # which worktree this is: a task belongs to the worktree that started it
+        self.worktree: dict[str, JSON] = worktree_of(repo)
         self.log = EventLog(repo)
         self.store = CheckpointStore(repo, self.log)
         self._settings: Settings | None = None
@@ -114,7 +135,11 @@ class Workspace:
             except CkptError as exc:  # one damaged task does not stop the others
                 self.store.warn(f"task {t}: {exc.one_line()} (skipped)")
                 continue
-            if state is not None and state.get("status") in ("active", "recovering"):
+            if (
+                state is not None
+                and state.get("status") in ("active", "recovering")
+                and owner_of(state)["id"] == self.worktree["id"]
+            ):
                 active.append(t.name)
         if len(active) == 1:
             return TaskName(active[0])
@@ -164,6 +189,27 @@ class Workspace:
             raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
         return unsupported_claims(self.store, t, view.state, view.tip)
 
+    def _check_own(self, task: TaskName, state: Mapping[str, JSON]) -> None:
+        """Refuse to write to a task another worktree of this repository started: its
+        checkpoints hold that worktree's files (design: a task belongs to its worktree)."""
+        owner = owner_of(state)
+        if owner["id"] == self.worktree["id"]:
+            return
+        where = owner.get("path") or owner["id"]
+        raise UsageError(
+            f"task {task} belongs to the worktree at {where} ({owner['id']}), not to this "
+            f"one ({self.worktree['id']})",
+            hint=f"run git ckpt in {where}, or start a task of this worktree with "
+            "`git ckpt task start`",
+        )
+
+    def require_own(self, task: str | TaskName) -> dict[str, JSON]:
+        """The task's current state, refused when another worktree owns the task."""
+        t = task if isinstance(task, TaskName) else TaskName(task)
+        state = self.state(t)
+        self._check_own(t, state)
+        return state
+
     def task_start(
         self,
         task: str,
@@ -181,7 +227,7 @@ class Workspace:
             )
         if self.log.exists(t):
             # a start cut off between its task.start event and its first checkpoint (a
-            # crash, a full disk): the same start completes it, a different one is refused
+            # crash): the same start completes it, a different one is refused
             logged, _ = current_state(self.store, self.log, t)
             same = logged is not None and all(
                 logged.get(k) == state.get(k) for k in ("goal", "steps", "constraints")
@@ -191,9 +237,11 @@ class Workspace:
                     f"task {task!r} already exists (its first checkpoint never committed)",
                     hint=f"run `git ckpt create -t {task}` to complete it as it was started",
                 )
-        else:
-            self.log.append(t, [NewEvent("task.start", data={"state": state})])
-        return self.create(task=t.name, message="task start", trigger="task_start", run=run)
+        # the task.start is logged with the first checkpoint's prepare, in one commit: a
+        # start whose baseline snapshot fails leaves nothing behind, and can be run again
+        return self.create(
+            task=t.name, message="task start", trigger="task_start", run=run, _start=state
+        )
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -230,6 +278,7 @@ class Workspace:
         assertions: Sequence[Any] = (),
         _state_override: dict[str, JSON] | None = None,
         _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
+        _start: dict[str, JSON] | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
@@ -242,16 +291,22 @@ class Workspace:
             *key_input_assertions(self.repo.workdir, self.settings.key_inputs),
         ]
 
-        def compute_state() -> dict[str, JSON]:
-            """Runs under the task's lock (and again on each retry): see CheckpointStore."""
+        def compute_state() -> tuple[dict[str, JSON], list[NewEvent]]:
+            """Runs under the task's lock (and again on each retry): see CheckpointStore.
+            Also the events to log with the prepare: the task.start of a new task."""
+            lead: list[NewEvent] = []
             if _state_override is not None:  # resume: the state of the checkpoint it stands for
                 current: dict[str, JSON] | None = json.loads(json.dumps(_state_override))
             else:
                 current, _ = current_state(self.store, self.log, t)
-            if current is None:  # an agent checkpointing a task nobody started: start it
+            if _start is not None and self.repo.read_ref(t.checkpoints_ref) is not None:
+                raise UsageError(f"task {t} already exists", hint=f"see `git ckpt task show {t}`")
+            if current is None:  # a new task (or an agent checkpointing one nobody started)
                 t.check_no_prefix_clash(self.tasks())
-                current = new_state(t.name, "", [], [])
-                self.log.append(t, [NewEvent("task.start", data={"state": current})])
+                current = _start if _start is not None else new_state(t.name, "", [], [])
+                current["worktree"] = self.worktree
+                lead.append(NewEvent("task.start", data={"state": current}))
+            self._check_own(t, current)
             if current.get("status") == "recovering" and not force:
                 raise RecoveringError(
                     f"task {t} is recovering: confirm the restatement first",
@@ -265,7 +320,7 @@ class Workspace:
                 raise NotFound(f"task {t} has no step {step!r}")
             new = normalize_state(json.loads(json.dumps(new)))
             self._record_env(new, light, run)
-            return new
+            return new, lead
 
         started = time.perf_counter()
         made = self.store.create(
@@ -302,7 +357,7 @@ class Workspace:
         (when `pre_expensive()` says the policy wants one). A done or skipped step raises
         `StepNotStartable` after its refusal is logged."""
         t = TaskName(task)
-        state = self.state(t)
+        state = self.require_own(t)
         if state.get("status") == "recovering" and not force:
             raise RecoveringError(
                 f"task {t} is recovering: confirm the restatement first",
@@ -338,7 +393,7 @@ class Workspace:
     ) -> Checkpoint:
         """`step.end`, then the full checkpoint whose note marks the step done."""
         t = TaskName(task)
-        state = self.state(t)
+        state = self.require_own(t)
         step = find_step(state, step_id)
         if step is None:
             raise NotFound(f"task {t} has no step {step_id!r}")
@@ -379,7 +434,7 @@ class Workspace:
 
     def step_fail(self, task: str, step_id: str, outputs: JSON = None) -> Event:
         t = TaskName(task)
-        state = self.state(t)
+        state = self.require_own(t)
         if find_step(state, step_id) is None:
             raise NotFound(f"task {t} has no step {step_id!r}")
         return self.log.append(
