@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import pygit2
-from pygit2.enums import DeltaStatus, FileMode, ObjectType
+from pygit2.enums import DeltaStatus, DiffOption, FileMode, ObjectType
 from pygit2.ffi import C
 
 from git_agentckpt.errors import (
@@ -480,14 +480,23 @@ class GitRepo:
         except pygit2.GitError:
             return False
 
-    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
+    def diff_trees(
+        self, old_tree: str, new_tree: str, *, type_changes: bool = False
+    ) -> list[Change]:
+        """The files that differ between two trees.
+
+        A path whose type changed (file <-> symlink, file <-> gitlink) is a delete
+        and an add, as restore writes it, unless `type_changes`: then one `T`
+        change, as `git diff` shows it.
+        """
         if old_tree == new_tree:
             return []
         a = self._lookup(old_tree)
         b = self._lookup(new_tree)
         if not isinstance(a, pygit2.Tree) or not isinstance(b, pygit2.Tree):
             raise CorruptError("diff needs two trees")
-        diff = a.diff_to_tree(b)
+        flags = DiffOption.INCLUDE_TYPECHANGE if type_changes else DiffOption.NORMAL
+        diff = a.diff_to_tree(b, flags=flags)
         out = []
         for d in diff.deltas:
             status = _STATUS.get(d.status, "M")
