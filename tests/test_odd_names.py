@@ -143,6 +143,11 @@ def test_resume_brief_and_report(odd: Path) -> None:
     for name, form in (("report.md", json.dumps(SHOWN)), ("brief.md", SHOWN)):
         text = git_raw(odd, "show", f"refs/agent/reports/t:{rid}/{name}").decode("utf-8")
         assert form in text  # report.md quotes the report's JSON: the name as a JSON string
+    # the events name it too: stored byte for byte, shown quoted by `log --json`
+    events = [json.loads(line) for line in ckpt(odd, "log", "t", "--json").stdout.splitlines()]
+    drifted = [e["data"]["source_drift"] for e in events if e["type"] == "recovery.verify"]
+    assert drifted and all(d == [{"change": "deleted", "path": SHOWN}] for d in drifted)
+    assert ckpt(odd, "log", "t").exit_code == 0
     stored = json.loads(git_raw(odd, "show", f"refs/agent/reports/t:{rid}/report.json"))
     kept = [f["path"] for f in stored["verify"]["files"]]
     assert os.fsdecode(LATIN1) in kept  # read back byte for byte

@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import BIN_DIR, ckpt, ckpt_json
+from test_server import running_status, served, status
 
 from git_agentckpt.git.repo import GitRepo
+
+__all__ = ["served"]  # the warm-server fixture of tests/test_server.py
 
 
 def plumbing_tree(work: Path, git_dir: Path, scratch: Path) -> str:
@@ -187,6 +190,30 @@ def test_git_options_reach_ckpt_through_real_git(
     assert git(a, "for-each-ref", "refs/agent") == ""
     commit = git(b, "rev-parse", "refs/agent/checkpoints/t")
     assert_snapshot_is_plumbing(b, b / ".git", commit, tmp_path)
+
+
+def test_git_options_through_the_warm_server(two_repos: tuple[Path, Path], served: None) -> None:
+    """The server's child takes the caller's GIT_DIR / GIT_WORK_TREE and working directory."""
+    a, b = two_repos
+    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"])
+    through_git = ["git", "--git-dir", "../B/.git", "--work-tree", "../B", "ckpt"]
+
+    def call(*args: str) -> str:
+        proc = subprocess.run(
+            [*through_git, *args], cwd=a, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    call("list")  # runs inline and starts the server
+    running_status()
+    before = status()["served"]
+    call("task", "start", "t", "--goal", "g")
+    call("create", "-t", "t", "-m", "served")
+    assert "served" in call("list", "t")
+    assert status()["served"] == before + 3
+    assert git(a, "for-each-ref", "refs/agent") == ""
+    assert git(b, "rev-parse", "--verify", "-q", "refs/agent/checkpoints/t")
 
 
 def test_linked_worktree_named_by_the_environment(
