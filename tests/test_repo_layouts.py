@@ -88,8 +88,12 @@ def test_separate_git_dir(tmp_path: Path) -> None:
         work, "cat-file", "blob", f"{made['commit']}:README.md"
     ).encode() + b"\n"
     assert (work / "new.txt").read_text() == "new\n"
-    # resume verifies through the shadow git dir and the private index: clean
-    assert ckpt(work, "resume", "t").exit_code == 0
+    # resume verifies through the shadow git dir and the private index: drift, then clean
+    (work / "src" / "app.py").write_text("print('drift')\n")
+    drift = ckpt(work, "resume", "t", ok=False)
+    assert drift.exit_code == 10 and "src/app.py" in drift.stdout
+    assert ckpt(work, "resume", "t", "--restore").exit_code == 0
+    assert (work / "src" / "app.py").read_text() == "print('hi')\n"
 
 
 def test_git_dir_inside_another_repository(tmp_path: Path) -> None:
@@ -147,6 +151,13 @@ def test_git_dir_and_work_tree_from_the_environment(
     assert not (a / ".git" / "agent").exists()
     assert_snapshot_is_plumbing(b, b / ".git", made["commit"], tmp_path)
     assert "A.txt" not in ls_tree(b / ".git", made["commit"])
+    # verification compares B's work tree with B's checkpoint
+    monkeypatch.setenv("GIT_DIR", str(b / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(b))
+    assert ckpt(a, "resume", "t").exit_code == 0
+    (b / "work.txt").write_text("drifted\n")
+    drift = ckpt(a, "resume", "t", ok=False)
+    assert drift.exit_code == 10 and "work.txt" in drift.stdout
 
 
 def test_git_dir_alone_makes_the_current_directory_the_work_tree(
