@@ -222,6 +222,18 @@ class Checkpointer(Workspace):
         data = read_report(self.repo, TaskName(task), report_id)
         return {**data, "markdown": report_markdown(data)}
 
+    def quote_path(self, path: str) -> str:
+        """A file name for text output, quoted as git quotes it (`paths.quote`), following
+        the repository's `core.quotePath` (default true)."""
+        from git_agentckpt.paths import quote
+
+        if self._quote_non_ascii is None:
+            value = (self.repo.config_get("core.quotePath") or "true").strip().lower()
+            self._quote_non_ascii = value not in ("false", "no", "off", "0")
+        return quote(path, non_ascii=self._quote_non_ascii)
+
+    _quote_non_ascii: bool | None = None
+
     # -- settings (.agent/ckpt.toml) ----------------------------------------------------
 
     def config_get(self, key: str) -> Any:

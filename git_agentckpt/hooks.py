@@ -33,7 +33,7 @@ def run_reference_transaction(state: str, stdin_text: str, cwd: str = ".") -> in
     ]
     if not updates:
         return 0
-    repo = GitRepo.discover(os.environ.get("GIT_DIR") or cwd, allow_bare=True)
+    repo = GitRepo.discover(cwd, allow_bare=True)  # GIT_DIR (relative to cwd) as git reads it
     repo.add_object_dirs_from_env()
     problems = check_updates(repo, updates)
     for p in problems:

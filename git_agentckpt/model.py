@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from git_agentckpt.errors import BadStateError, UnknownVersion
+from git_agentckpt.paths import store_json
 
 FORMAT_VERSION = 1
 JSON = Any  # a JSON value (dict/list/str/int/float/bool/None)
@@ -44,8 +45,9 @@ def iso_now(now: float | None = None) -> str:
 
 
 def dumps(value: JSON) -> str:
-    """Canonical compact JSON: sorted keys, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Canonical compact JSON: sorted keys, UTF-8; a file name's raw byte as `\\udcXX`
+    (`paths.store_json`: read back as the same name)."""
+    return store_json(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
 
 
 def check_version(obj: Mapping[str, JSON], what: str) -> None:

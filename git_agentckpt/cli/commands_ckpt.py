@@ -14,6 +14,7 @@ from git_agentckpt.cli.common import open_ckpt, parse_params, read_json_arg
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, emit_jsonl, json_option, short
 from git_agentckpt.errors import BadStateError
+from git_agentckpt.paths import json_fields, to_json
 
 
 @cli.command()
@@ -206,12 +207,16 @@ def log(ctx: click.Context, task: str, limit: int | None, as_json: bool) -> None
 @click.pass_context
 def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
     """File changes and task-state changes between checkpoints A and B."""
-    result = open_ckpt(ctx).diff(a, b)
+    ck = open_ckpt(ctx)
+    result = ck.diff(a, b)
     if as_json:
+        files = result["files"]
+        assert isinstance(files, list)
+        result["files"] = [{**f, **json_fields(f["path"])} for f in files if isinstance(f, dict)]
         emit_json(result)
         return
     for f in result["files"]:
-        click.echo(f"{f['status']}\t{f['path']}")
+        click.echo(f"{f['status']}\t{ck.quote_path(f['path'])}")
     for s in result["state"]:
         click.echo(f"state {s['field']}: {s['from']!r} -> {s['to']!r}")
 
@@ -223,19 +228,26 @@ def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
 @click.pass_context
 def restore(ctx: click.Context, checkpoint: str, dry_run: bool, as_json: bool) -> None:
     """Bring the working tree to CHECKPOINT's content (a safety checkpoint first)."""
-    result = open_ckpt(ctx).restore(checkpoint, dry_run=dry_run)
+    ck = open_ckpt(ctx)
+    result = ck.restore(checkpoint, dry_run=dry_run)
     if as_json:
-        emit_json(result.to_json())
+        out = result.to_json()
+        for key in ("written", "deleted", "skipped", "secret_paths_left", "agent_files_kept"):
+            listed = out[key]
+            assert isinstance(listed, list)
+            out[key] = [to_json(p) for p in listed if isinstance(p, str)]
+        emit_json(out)
         return
     verb = "would write" if dry_run else "wrote"
+    shown = ck.quote_path
     for path in result.written:
-        click.echo(f"{verb}  {path}")
+        click.echo(f"{verb}  {shown(path)}")
     for path in result.deleted:
-        click.echo(f"{'would delete' if dry_run else 'deleted'}  {path}")
+        click.echo(f"{'would delete' if dry_run else 'deleted'}  {shown(path)}")
     for path in result.skipped:
-        click.echo(f"skipped  {path} (nested repository)")
+        click.echo(f"skipped  {shown(path)} (nested repository)")
     for path in result.secret:
-        click.echo(f"kept     {path} (secret_paths: never restored)")
+        click.echo(f"kept     {shown(path)} (secret_paths: never restored)")
     if result.safety:
         click.echo(
             f"safety checkpoint {result.safety.id}: undo with `git ckpt restore {result.safety.id}`"

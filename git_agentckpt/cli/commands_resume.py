@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import click
 
@@ -55,7 +56,8 @@ def resume(
     as_json: bool,
 ) -> None:
     """Reconstruct TASK in five steps: locate, verify, assertions, brief, confirm."""
-    out = open_ckpt(ctx).resume(
+    ck = open_ckpt(ctx)
+    out = ck.resume(
         task,
         from_checkpoint=from_checkpoint,
         restore=restore,
@@ -68,14 +70,14 @@ def resume(
         emit_json(out.to_json())
     else:
         if out.outcome != "brief":
-            _print_steps(out.report)
+            _print_steps(out.report, ck.quote_path)
             click.echo(("ok: " if out.exit == 0 else "stopped: ") + out.message, err=out.exit != 0)
         if out.brief is not None:
             click.echo(out.brief.render(brief_format))
     ctx.exit(int(out.exit))
 
 
-def _print_steps(report: dict[str, object]) -> None:
+def _print_steps(report: dict[str, object], quote: Callable[[str], str]) -> None:
     locate = report.get("locate")
     if isinstance(locate, dict):
         start = locate.get("start") or {}
@@ -103,10 +105,11 @@ def _print_steps(report: dict[str, object]) -> None:
         )
         for d in src:
             if isinstance(d, dict):
-                click.echo(f"             {d.get('change'):8} {d.get('path')}")
+                click.echo(f"             {d.get('change'):8} {quote(str(d.get('path')))}")
         for f in verify.get("files") or []:
             if isinstance(f, dict):
-                click.echo(f"             {f.get('action'):12} {f.get('path')} ({f.get('why')})")
+                path = quote(str(f.get("path")))
+                click.echo(f"             {f.get('action'):12} {path} ({f.get('why')})")
         safety = verify.get("safety_checkpoint")
         if isinstance(safety, dict):
             click.echo(f"             safety checkpoint {safety.get('id')} undoes it")

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from git_agentckpt import __version__
-from git_agentckpt.cli.output import JSON_ERRORS
+from git_agentckpt.cli.output import JSON_ERRORS, guard_streams
 from git_agentckpt.errors import (
     FILE_SYSTEM_WIDE,
     CkptError,
@@ -183,6 +183,7 @@ def cli(ctx: click.Context, repo_path: str) -> None:
     refs/notes/agent/state, events in refs/agent/events/<task>. Your index,
     HEAD, branches and stash are never touched. See `man git-ckpt`.
     """
+    guard_streams()
     if repo_path != ".":
         try:
             os.stat(repo_path)

@@ -8,8 +8,24 @@ from typing import Any
 
 import click
 
+from git_agentckpt.paths import TEXT_ERRORS, json_safe
+
+
+def guard_streams() -> None:
+    """stdout and stderr write a file name's raw byte as git's `\\ooo`, never fail on it.
+
+    Paths are quoted where they are printed (`paths.quote`); this is the floor under
+    every other text that may hold one (a check's detail, an event's data, an error).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=TEXT_ERRORS)
+
 
 def emit_json(value: Any) -> None:
+    """One JSON document; file names that are not UTF-8 in their quoted form (`paths`)."""
+    value = json_safe(value)
     if sys.stdout.isatty():
         text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
     else:
@@ -18,7 +34,7 @@ def emit_json(value: Any) -> None:
 
 
 def emit_jsonl(values: list[Any]) -> None:
-    for value in values:
+    for value in json_safe(values):
         click.echo(json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True))
 
 

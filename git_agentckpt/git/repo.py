@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import pygit2
-from pygit2.enums import DeltaStatus, FileMode, ObjectType
+from pygit2.enums import DeltaStatus, DiffOption, FileMode, ObjectType
 from pygit2.ffi import C
 
 from git_agentckpt.errors import (
@@ -24,8 +24,10 @@ from git_agentckpt.errors import (
     RepositoryError,
     shorten,
 )
+from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.leftovers import break_if_abandoned
+from git_agentckpt.git.run import target
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -120,9 +122,12 @@ class GitRepo:
                 self.common_dir = os.path.normpath(os.path.join(self.git_dir, fh.read().strip()))
         else:
             self.common_dir = self.git_dir
+        if not self.is_bare:  # git run by the tool works on this git dir and work tree too
+            target(self.workdir, self.git_dir)
 
     @classmethod
     def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
+        """The repository git would use for a command run in `path` (`git/discover.py`)."""
         start = os.path.abspath(path)
         try:
             os.stat(start)
@@ -132,19 +137,7 @@ class GitRepo:
             ) from exc
         except OSError as exc:
             raise RepositoryError(f"cannot open {shorten(start)}: {exc.strerror}") from exc
-        try:
-            found = pygit2.discover_repository(start)
-        except pygit2.GitError as exc:
-            raise RepositoryError(f"cannot read the repository at {start}: {exc}") from exc
-        if found is None:
-            raise RepositoryError(
-                f"not a git repository (or any parent up to /): {start}",
-                hint="run `git init` first or cd into a repository",
-            )
-        try:
-            return cls(pygit2.Repository(found), allow_bare=allow_bare)
-        except pygit2.GitError as exc:
-            raise RepositoryError(f"cannot open the repository at {found}: {exc}") from exc
+        return cls(open_repository(start), allow_bare=allow_bare)
 
     def add_object_dirs_from_env(self) -> None:
         """In a hook during `git push`, new objects wait in a quarantine directory that git
@@ -487,14 +480,23 @@ class GitRepo:
         except pygit2.GitError:
             return False
 
-    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
+    def diff_trees(
+        self, old_tree: str, new_tree: str, *, type_changes: bool = False
+    ) -> list[Change]:
+        """The files that differ between two trees.
+
+        A path whose type changed (file <-> symlink, file <-> gitlink) is a delete
+        and an add, as restore writes it, unless `type_changes`: then one `T`
+        change, as `git diff` shows it.
+        """
         if old_tree == new_tree:
             return []
         a = self._lookup(old_tree)
         b = self._lookup(new_tree)
         if not isinstance(a, pygit2.Tree) or not isinstance(b, pygit2.Tree):
             raise CorruptError("diff needs two trees")
-        diff = a.diff_to_tree(b)
+        flags = DiffOption.INCLUDE_TYPECHANGE if type_changes else DiffOption.NORMAL
+        diff = a.diff_to_tree(b, flags=flags)
         out = []
         for d in diff.deltas:
             status = _STATUS.get(d.status, "M")

@@ -1,8 +1,16 @@
-"""Run real git as a subprocess, with the inherited repository variables stripped.
+"""Run real git as a subprocess, on the repository the tool found, nothing else.
 
 Hooks and agents call us with `GIT_DIR`, `GIT_INDEX_FILE`, `GIT_WORK_TREE` and
-friends set for *their* git; passing them on would make git act on the wrong
-index or tree. Only variables we set explicitly reach the child.
+friends set for *their* git; passing them on as they are would make git act
+on the wrong index or tree (a relative `GIT_DIR` means something else in
+another directory). So the inherited ones are stripped, and git run in the
+work tree of a repository the tool opened gets that repository's git dir and
+work tree as `GIT_DIR` / `GIT_WORK_TREE` (`target`, set by `GitRepo`): the
+repository git's own discovery chose (`discover.py`), whatever the layout
+(`--separate-git-dir`, a linked worktree, a git dir named by the environment).
+Variables a caller passes (`GIT_INDEX_FILE` of the private index) and
+`--git-dir` / `--work-tree` options (the shadow git dir of verification) still
+override them.
 """
 
 from __future__ import annotations
@@ -26,6 +34,15 @@ _REPO_VARS = (
     "GIT_PREFIX",
     "GIT_QUARANTINE_PATH",
 )
+
+
+# work tree -> the variables that point git at its repository (GitRepo sets them)
+_TARGETS: dict[str, dict[str, str]] = {}
+
+
+def target(workdir: str, git_dir: str) -> None:
+    """git run in `workdir` (by `run_git`) works on `git_dir` with `workdir` as its tree."""
+    _TARGETS[workdir] = {"GIT_DIR": git_dir, "GIT_WORK_TREE": workdir}
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -56,7 +73,7 @@ def run_git(
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=clean_env(env),
+            env=clean_env({**_TARGETS.get(cwd, {}), **(env or {})}),
             input=input,
             capture_output=True,
             check=False,

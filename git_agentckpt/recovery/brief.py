@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from git_agentckpt.model import JSON
+from git_agentckpt.paths import json_safe, quote
 from git_agentckpt.recovery.assertions import AssertionStep
 from git_agentckpt.recovery.context import Budget, ContractContext
 from git_agentckpt.recovery.locate import Located
@@ -74,7 +75,9 @@ class Brief:
     trimmed: list[str] = field(default_factory=list)
 
     def render(self, fmt: str) -> str:
-        return self.markdown if fmt == "md" else json.dumps(self.data, indent=2, sort_keys=True)
+        if fmt == "md":
+            return self.markdown
+        return json.dumps(json_safe(self.data), indent=2, sort_keys=True)
 
 
 def _recovery_did(f: Facts) -> dict[str, JSON]:
@@ -249,7 +252,8 @@ def _recovery_lines(d: dict[str, JSON]) -> list[str]:
             lines.append("- files, one by one:" if value else "- files: none changed")
             for item in _list(value):
                 assert isinstance(item, dict)
-                lines.append(f"  - `{item['path']}`: {item['action']} ({item['why']})")
+                path = quote(str(item["path"]))  # git's quoting: one line, valid UTF-8
+                lines.append(f"  - `{path}`: {item['action']} ({item['why']})")
         elif key == "start" and isinstance(value, dict):
             lines.append(f"- started from checkpoint {value['id']}: {value['why']}")
         elif key == "constraints_failing":
@@ -257,6 +261,9 @@ def _recovery_lines(d: dict[str, JSON]) -> list[str]:
             for c in _list(value):
                 assert isinstance(c, dict)
                 lines.append(f"  - [{c.get('id')}] ({c.get('severity')}) {c.get('detail')}")
+        elif key == "to_regenerate" and isinstance(value, list):
+            lines.append(f"- {_LABELS[key]}:")
+            lines += [f"  - {quote(str(v))}" for v in value]
         elif isinstance(value, list):
             lines.append(f"- {_LABELS.get(key, key)}:")
             lines += [f"  - {v}" for v in value]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from git_agentckpt.errors import CorruptError, NotFound
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON, dumps
+from git_agentckpt.paths import escape_lone_bytes, json_safe
 from git_agentckpt.redact import Redactor
 from git_agentckpt.store.refs import TaskName
 
@@ -106,7 +107,7 @@ def report_markdown(report: Mapping[str, JSON]) -> str:
                 "",
                 f"## {key}",
                 "```json",
-                json.dumps(report[key], indent=2, sort_keys=True),
+                json.dumps(json_safe(report[key]), indent=2, sort_keys=True),
                 "```",
             ]
     return "\n".join(lines) + "\n"
@@ -126,11 +127,17 @@ def report_files(
     clean = redactor.value(dict(report))
     assert isinstance(clean, dict)
     files = {
-        "report.json": (dumps(clean) + "\n").encode(),
-        "report.md": report_markdown(clean).encode(),
+        "report.json": (dumps(clean) + "\n").encode(),  # a file name's raw byte as \udcXX
+        "report.md": _utf8(report_markdown(clean)),
     }
     if brief_md is not None:
-        files["brief.md"] = redactor.text(brief_md).encode()
+        files["brief.md"] = _utf8(redactor.text(brief_md))
     if restatement is not None:
-        files["restatement.md"] = redactor.text(restatement).encode()
+        files["restatement.md"] = _utf8(redactor.text(restatement))
     return files
+
+
+def _utf8(text: str) -> bytes:
+    """Markdown as UTF-8: a file name's raw byte left in a text is written as git's `\\ooo`
+    (paths are quoted where they are written: `paths.quote`; this is the floor)."""
+    return escape_lone_bytes(text).encode()

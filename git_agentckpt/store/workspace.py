@@ -562,7 +562,7 @@ class Workspace:
         ca, cb = self.resolve(a), self.resolve(b)
         files = [
             {"status": c.status, "path": c.path, "old": c.old_id, "new": c.new_id}
-            for c in self.repo.diff_trees(ca.tree, cb.tree)
+            for c in self.repo.diff_trees(ca.tree, cb.tree, type_changes=True)
         ]
         sa = self.store.state_note(ca.commit) or {}
         sb = self.store.state_note(cb.commit) or {}
