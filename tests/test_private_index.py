@@ -182,6 +182,24 @@ def test_assume_unchanged_and_skip_worktree_set_by_the_user(repo: Path) -> None:
     assert git(repo, "ls-files", "-v", "README.md", "local.cfg") == "h README.md\nS local.cfg"
 
 
+def test_a_skipped_secret_that_comes_back_stays_pinned(repo: Path) -> None:
+    write(repo / ".env", "TOKEN=committed-placeholder\n")
+    git(repo, "add", "-f", ".env")
+    git(repo, "commit", "-q", "-m", "env template")
+    git(repo, "update-index", "--skip-worktree", ".env")
+    (repo / ".env").unlink()
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    secret = "TOKEN=" + "s3cr3t-" + "value-never-stored"
+    write(repo / ".env", secret + "\n")
+    ckpt(repo, "create", "-t", "t")
+    head_blob = git(repo, "rev-parse", "HEAD:.env")
+    assert f"{head_blob}\t.env" in git(repo, "ls-tree", "refs/agent/checkpoints/t")
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo, capture_output=True
+    ).stdout
+    assert secret.encode() not in objects
+
+
 def test_unchanged_user_index_is_not_copied_again(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g")
     private = repo / ".git" / "agent" / "index"

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
+from git_agentckpt.globs import match_excluded
 
 _SEED = "seed.json"
 _SKIP = "seed-skip"
@@ -245,15 +246,22 @@ def _load_skipped(base: str) -> dict[bytes, bytes]:
     return out
 
 
-def clear_present(repo: GitRepo, base: str, env: Mapping[str, str]) -> None:
+def clear_present(
+    repo: GitRepo, base: str, env: Mapping[str, str], secret_paths: Sequence[str]
+) -> None:
     """Outside a sparse checkout: skip-worktree paths whose file appeared since the
-    seeding are read from disk from now on. Costs an `lstat` per such path."""
+    seeding are read from disk from now on (not secret ones: those stay pinned to
+    HEAD's blob, `secret_files.py`). Costs an `lstat` per such path."""
     seed = load_seed(base)
     if seed is None or not seed.skip or seed.sparse:
         return
     cleared = set(seed.cleared)
     appeared = [
-        p for p in _load_skipped(base) if os.fsdecode(p) not in cleared and _exists(repo, p)
+        p
+        for p in _load_skipped(base)
+        if os.fsdecode(p) not in cleared
+        and _exists(repo, p)
+        and not match_excluded(secret_paths, os.fsdecode(p))
     ]
     if appeared:
         _set_bit(repo, env, "--no-skip-worktree", appeared)

@@ -256,7 +256,7 @@ def _prepare(
     env = {"GIT_INDEX_FILE": index}
     pin_secret_entries(repo, base, env, secret_paths, seeded)  # tracked secrets: HEAD's blob
     if not seeded:
-        private_index.clear_present(repo, base, env)  # skip-worktree files that appeared
+        private_index.clear_present(repo, base, env, secret_paths)  # skipped files that came
     config = [
         "-c",
         f"core.excludesFile={excludes}",
