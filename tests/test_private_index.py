@@ -3,12 +3,15 @@ items 1 and 5): the checkpoint's tree is compared with git's own plumbing snapsh
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import git
 from helpers import ckpt, write
 from hypothesis import HealthCheck, given, settings
@@ -200,18 +203,40 @@ def test_a_skipped_secret_that_comes_back_stays_pinned(repo: Path) -> None:
     assert secret.encode() not in objects
 
 
-def test_unchanged_user_index_is_not_copied_again(repo: Path) -> None:
+def test_copied_again_only_when_the_entries_changed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from git_agentckpt.git import private_index
+
+    seeded: list[str] = []
+    real_seed = private_index._seed
+
+    def counted(*args: Any) -> None:
+        seeded.append("seed")
+        real_seed(*args)
+
+    monkeypatch.setattr(private_index, "_seed", counted)
     ckpt(repo, "task", "start", "t", "--goal", "g")
-    private = repo / ".git" / "agent" / "index"
-    seed = (repo / ".git" / "agent" / "seed.json").read_text()
+    assert seeded == ["seed"]
+    stamp = repo / ".git" / "agent" / "seed.json"
+    first = json.loads(stamp.read_text())
     write(repo / "new.py", "x = 1\n")
+    ckpt(repo, "create", "-t", "t")  # the user's index did not change: nothing copied
+    assert seeded == ["seed"] and json.loads(stamp.read_text()) == first
+    # `git status` rewrites the user's index with new stat data only: not copied
+    os.utime(repo / "README.md", ns=(1, 1))
+    trailer = (repo / ".git" / "index").read_bytes()[-20:]
+    git(repo, "status", "--porcelain")
+    assert (repo / ".git" / "index").read_bytes()[-20:] != trailer
     ckpt(repo, "create", "-t", "t")
-    # the private index went on from our own add (its stat cache kept), not from a copy
-    assert "new.py" in run(repo, "ls-files", env={"GIT_INDEX_FILE": str(private)})
-    assert (repo / ".git" / "agent" / "seed.json").read_text() == seed
-    git(repo, "add", "new.py")  # now the user's index changed: copied again
+    now = json.loads(stamp.read_text())
+    assert seeded == ["seed"] and now["index"] != first["index"]
+    assert now["entries"] == first["entries"]
+    assert_snapshot_is_plumbing(repo)
+    git(repo, "add", "new.py")  # a new entry: copied again
     ckpt(repo, "create", "-t", "t")
-    assert (repo / ".git" / "agent" / "seed.json").read_text() != seed
+    assert seeded == ["seed", "seed"]
+    assert json.loads(stamp.read_text())["entries"] != first["entries"]
     assert_snapshot_is_plumbing(repo)
 
 
