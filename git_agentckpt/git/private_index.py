@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ _SKIP = "seed-skip"
 # Commands on the private index never split it: a split index would share its
 # base with the user's (`sharedindex.*` in the git dir), which git may expire.
 NO_SPLIT = ["-c", "core.splitIndex=false"]
+# `ls-files -s -v -z` records with a bit set: lowercase (assume-unchanged) or `S`
+_FLAGGED = re.compile(rb"(?:^|\0)([a-zS]) ([0-7]+) ([0-9a-f]+) [0-3]\t([^\0]*)")
 
 
 @dataclass
@@ -215,15 +218,11 @@ def _seed(repo: GitRepo, base: str, index: str, listing: bytes, seed: Seed) -> N
     env = {"GIT_INDEX_FILE": index}
     assumed: list[bytes] = []
     skipped: list[bytes] = []
-    for rec in listing.split(b"\0"):
-        if len(rec) < 3:
-            continue
-        tag = rec[:1]
+    for m in _FLAGGED.finditer(listing):  # nearly every entry is `H`: skipped by the regex
+        tag, mode, oid, path = m.groups()
         if tag.islower():
-            assumed.append(rec.partition(b"\t")[2])
+            assumed.append(path)
         if tag in (b"S", b"s"):
-            meta, _, path = rec[2:].partition(b"\t")
-            mode, oid, _stage = meta.split(b" ")
             skipped.append(b"%s %s\t%s" % (mode, oid, path))
     _set_bit(repo, env, "--no-assume-unchanged", assumed)
     if not seed.sparse:  # a sparse checkout: git reads the present ones itself
