@@ -1,10 +1,13 @@
 """The working tree as git sees it, through a private index (writing back: `restore.py`).
 
 A full snapshot runs git itself (`add -A`, `write-tree`) on a private index in
-`.git/agent/` seeded from the user's index with its mtime kept, so unchanged
-files are not hashed again and racy-git edits are still seen. git is faster
-than libgit2 here (libgit2's add never writes refreshed stat data back), and
-it handles nested repositories as gitlinks. Untracked secret paths are kept
+`.git/agent/` seeded from the user's index with its mtime kept, and seeded again
+whenever the user's index changes (`private_index.py`): a snapshot is `add -A` on
+a fresh copy of the user's current index, yet unchanged files are not hashed
+again and racy-git edits are still seen. In a sparse checkout `add` runs with
+`--sparse` (paths outside the cone keep their blobs; `.agent/` is taken there
+too). git is faster than libgit2 here (libgit2's add never writes refreshed stat
+data back), and it handles nested repositories as gitlinks. Untracked secret paths are kept
 out by a private excludes file, tracked ones are pinned to HEAD's blob
 (`secret_files.py`), so their content never reaches the object store;
 untracked files above the size cap are left out and pinned instead (`large.py`).
