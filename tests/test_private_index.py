@@ -39,11 +39,12 @@ def plumbing_tree(repo: Path) -> str:
     (a sparse checkout's absent paths keep their blobs). `--sparse` in a sparse
     checkout: paths outside the cone are added too.
     """
+    git_dir = repo / git(repo, "rev-parse", "--git-dir")  # a linked worktree's own
     scratch = tempfile.mkdtemp(prefix="plumbing-")
     try:
         index = os.path.join(scratch, "index")
-        if (repo / ".git" / "index").exists():
-            shutil.copy2(repo / ".git" / "index", index)
+        if (git_dir / "index").exists():
+            shutil.copy2(git_dir / "index", index)
         env = {"GIT_INDEX_FILE": index}
         listing = run(repo, "-c", "core.sparseCheckout=false", "ls-files", "-v", "-z", env=env)
         assumed, present_skipped = [], []
@@ -61,7 +62,7 @@ def plumbing_tree(repo: Path) -> str:
             if paths:
                 run(repo, "update-index", flag, "--", *paths, env=env)
         sparse = run(repo, "config", "--bool", "--default", "false", "core.sparseCheckout")
-        excludes = repo / ".git" / "agent" / "exclude"
+        excludes = git_dir / "agent" / "exclude"
         run(
             repo,
             "-c",
@@ -238,6 +239,19 @@ def test_copied_again_only_when_the_entries_changed(
     assert seeded == ["seed", "seed"]
     assert json.loads(stamp.read_text())["entries"] != first["entries"]
     assert_snapshot_is_plumbing(repo)
+
+
+def test_a_linked_worktree_snapshots_its_own_index(repo: Path, tmp_path: Path) -> None:
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(linked))
+    ckpt(linked, "task", "start", "side-task", "--goal", "g")
+    git(repo, "rm", "-q", "--cached", "README.md")  # the main worktree's index only
+    git(linked, "rm", "-q", "--cached", "src/app.py")
+    with open(linked / ".gitignore", "a") as fh:
+        fh.write("src/\n")
+    ckpt(linked, "create", "-t", "side-task")
+    paths = names(assert_snapshot_is_plumbing(linked, "side-task"))
+    assert "README.md" in paths and "src/app.py" not in paths
 
 
 def sparse_repo(root: Path) -> None:
