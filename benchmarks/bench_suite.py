@@ -14,6 +14,8 @@ the machine.
    `update-ref`, alternating which runs first (both see the same changes).
    (c) the CLI `git-ckpt -C repo create` as a subprocess, in rounds of its own
    (it shares our private index with (a)), and the parts of its start-up.
+   (d) the same right after the user staged a file: our private index is copied
+   again; git's side copies the user's index afresh (`bench_reseed.py`).
 2. unchanged tree: full checkpoints (ours and git's) and light ones.
 3. event log: single appends, a batch of 1000 in one call, reading a log of
    10k events (100 commits of 100).
@@ -72,6 +74,7 @@ from bench_lib import (
     timed,
 )
 from bench_profile import profile_create
+from bench_reseed import bench_reseed, reseed_row
 
 if TYPE_CHECKING:
     from git_agentckpt.api import Checkpointer
@@ -466,6 +469,8 @@ def main(argv: Sequence[str]) -> int:
         log(f"   ours {full.ours.med:.1f} ms, git {full.git.med:.1f} ms")
         log(f"1c. CLI: {p.rounds} rounds")
         cli = bench_cli(repo, work, mut, p.rounds)
+        log(f"1d. full checkpoint after the user's index changed: {p.rounds} rounds")
+        reseed = bench_reseed(ck, repo, mut, p.rounds)
         log("2. unchanged tree")
         unchanged = bench_unchanged(ck, gck, p.rounds)
         log("3. event log")
@@ -474,6 +479,7 @@ def main(argv: Sequence[str]) -> int:
         chk = bench_check(ck, repo, mut, p.rounds, cli_env(work))
 
         rows = build_rows(p, full, cli, unchanged, ev) + check_rows(p.files, chk)
+        rows.insert(3, reseed_row(p.files, *reseed))
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"bench-{stamp}-{p.files}files" + ("-quick" if p.quick else "")
 

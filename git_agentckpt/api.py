@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.errors import CkptError, NotFound, OperationFailed, UsageError
 from git_agentckpt.model import JSON, Event, RunInfo
-from git_agentckpt.settings import CONTRACTS_DIR
+from git_agentckpt.settings import CONTRACTS_DIR, SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import EventLike, RestoreResult, StepNotStartable, Workspace
@@ -53,6 +53,20 @@ class Checkpointer(Workspace):
         return cls(GitRepo.discover(path))
 
     # -- what the store does, with the contract and the policy taken into account -------
+
+    def init(self) -> tuple[list[str], list[str]]:
+        """The store's `init`; a sparse checkout that leaves `.agent/` out is named in
+        `warnings` with the command that takes it in (snapshots hold it either way)."""
+        from git_agentckpt.git.private_index import outside_sparse_checkout
+
+        made = super().init()
+        if outside_sparse_checkout(self.repo, SETTINGS_PATH):
+            self.store.warn(
+                ".agent/ is outside your sparse checkout: snapshots hold it all the same, but "
+                "git will not check it out for you once it is committed; to keep it in, run "
+                "`git sparse-checkout add .agent`"
+            )
+        return made
 
     def task_start(
         self,

@@ -54,10 +54,33 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+_PREFIXES = ("error:", "fatal:", "warning:", "hint:")
+_MAX_LINES = 12  # of one message: a long list of paths is cut, with the count left
+
+
 def error_lines(stderr: bytes) -> list[str]:
-    """git's `error:` / `fatal:` lines, or every non-empty line when it wrote none."""
-    lines = [x.strip() for x in stderr.decode("utf-8", "replace").splitlines() if x.strip()]
-    return [x for x in lines if x.startswith(("error:", "fatal:"))] or lines
+    """git's messages, each whole on one line: an `error:` or `fatal:` line with the
+    lines that continue it (git wraps long sentences and lists paths below them).
+    When git wrote none of those, its other messages (not `hint:` or `warning:`)."""
+    messages: list[list[str]] = []
+    for raw in stderr.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(_PREFIXES) or not messages:
+            messages.append([line])
+        else:
+            messages[-1].append(line)
+    whole = [_joined(m) for m in messages]
+    errors = [m for m in whole if m.startswith(("error:", "fatal:"))]
+    others = [m for m in whole if not m.startswith(("warning:", "hint:"))]
+    return errors or others or whole
+
+
+def _joined(lines: list[str]) -> str:
+    if len(lines) > _MAX_LINES:
+        lines = [*lines[: _MAX_LINES - 1], f"(and {len(lines) - _MAX_LINES + 1} more lines)"]
+    return " ".join(lines)
 
 
 def run_git(
@@ -84,9 +107,9 @@ def run_git(
         refused = git_failure(proc.stderr, cwd, f"git {subcommand(args)} failed")
         if refused is not None:
             raise refused
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        first = msg[-1] if msg else f"exit {proc.returncode}"
-        raise OperationFailed(f"git {subcommand(args)} failed: {first}")
+        msg = error_lines(proc.stderr)
+        last = msg[-1] if msg else f"exit {proc.returncode}"
+        raise OperationFailed(f"git {subcommand(args)} failed: {last}")
     return proc
 
 

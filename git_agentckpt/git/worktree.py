@@ -1,10 +1,13 @@
 """The working tree as git sees it, through a private index (writing back: `restore.py`).
 
 A full snapshot runs git itself (`add -A`, `write-tree`) on a private index in
-`.git/agent/` seeded from the user's index with its mtime kept, so unchanged
-files are not hashed again and racy-git edits are still seen. git is faster
-than libgit2 here (libgit2's add never writes refreshed stat data back), and
-it handles nested repositories as gitlinks. Untracked secret paths are kept
+`.git/agent/` seeded from the user's index with its mtime kept, and seeded again
+whenever the user's index changes (`private_index.py`): a snapshot is `add -A` on
+a fresh copy of the user's current index, yet unchanged files are not hashed
+again and racy-git edits are still seen. In a sparse checkout `add` runs with
+`--sparse` (paths outside the cone keep their blobs; `.agent/` is taken there
+too). git is faster than libgit2 here (libgit2's add never writes refreshed stat
+data back), and it handles nested repositories as gitlinks. Untracked secret paths are kept
 out by a private excludes file, tracked ones are pinned to HEAD's blob
 (`secret_files.py`), so their content never reaches the object store;
 untracked files above the size cap are left out and pinned instead (`large.py`).
@@ -16,12 +19,12 @@ import errno
 import fcntl
 import os
 import re
-import shutil
+import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import large
+from git_agentckpt.git import large, private_index
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
@@ -65,34 +68,6 @@ def _global_excludes(repo: GitRepo) -> str:
             return fh.read()
     except OSError:
         return ""
-
-
-def _seed_index(repo: GitRepo, index: str) -> None:
-    user_index = os.path.join(repo.git_dir, "index")
-    if os.path.exists(user_index):
-        shutil.copy2(user_index, index)  # keep the mtime: racy-git detection depends on it
-    else:
-        return
-    env = {"GIT_INDEX_FILE": index}
-    listing = run_git(["ls-files", "-v", "-z"], cwd=repo.workdir, env=env).stdout
-    assumed: list[bytes] = []
-    skipped: list[bytes] = []
-    for rec in listing.split(b"\0"):
-        if len(rec) < 3:
-            continue
-        tag, path = rec[:1], rec[2:]
-        if tag.islower():
-            assumed.append(path)
-        elif tag == b"S" and os.path.lexists(os.path.join(repo.workdir.encode(), path)):
-            skipped.append(path)
-    for flag, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
-        if paths:
-            run_git(
-                ["update-index", flag, "-z", "--stdin"],
-                cwd=repo.workdir,
-                env=env,
-                input=b"\0".join(paths) + b"\0",
-            )
 
 
 def compare_worktree(
@@ -254,34 +229,52 @@ def _parse_raw(out: bytes) -> list[Change]:
 
 
 def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """Seed the private index if needed and write the excludes; call under the flock."""
+    """Bring the private index in step with the user's index and write the excludes;
+    call under the flock. The environment and `-c` options of git on the private index."""
+    env, config, _ = _prepare(repo, secret_paths, reseed=False)
+    return env, config
+
+
+def _prepare(
+    repo: GitRepo, secret_paths: Sequence[str], *, reseed: bool
+) -> tuple[dict[str, str], list[str], bool]:
+    """`_prepare_index`, re-seeding when the user's index changed (`private_index.py`)
+    or when `reseed`; the last value says whether it did."""
     base = agent_dir(repo)
     index = os.path.join(base, "index")
     excludes = os.path.join(base, "exclude")
     # under our flock nobody else uses the private index: a lock left by a killed git is stale
     if os.path.exists(index + ".lock"):
         os.unlink(index + ".lock")
-    seeded = not os.path.exists(index)
-    if seeded:
-        _seed_index(repo, index)
+    global_rules = _global_excludes(repo)
+    rules = private_index.rules_stamp(repo, global_rules)
+    seeded = private_index.sync(repo, base, index, rules, force=reseed)
     known = large.load(base)
     if known:  # re-measured every time: a large file that shrank or went is dropped
         fresh = large.refresh(repo.workdir, known, repo.max_file_size or 1 << 62)
         if fresh != known:
             large.save(base, fresh)
         known = fresh
-    _write_excludes(repo, excludes, secret_paths, known)
+    _write_excludes(excludes, global_rules, secret_paths, known)
     env = {"GIT_INDEX_FILE": index}
     pin_secret_entries(repo, base, env, secret_paths, seeded)  # tracked secrets: HEAD's blob
-    config = ["-c", f"core.excludesFile={excludes}", "-c", "advice.addEmbeddedRepo=false"]
-    return env, config
+    if not seeded:
+        private_index.clear_present(repo, base, env, secret_paths)  # skipped files that came
+    config = [
+        "-c",
+        f"core.excludesFile={excludes}",
+        "-c",
+        "advice.addEmbeddedRepo=false",
+        *private_index.NO_SPLIT,
+    ]
+    return env, config, seeded
 
 
 def _write_excludes(
-    repo: GitRepo, excludes: str, secret_paths: Sequence[str], known: Mapping[str, object]
+    excludes: str, global_rules: str, secret_paths: Sequence[str], known: Mapping[str, object]
 ) -> None:
     text = (
-        _global_excludes(repo)
+        global_rules
         + "\n# git-ckpt secret_paths: never snapshotted\n"
         + "".join(p + "\n" for p in secret_paths)
         + "# git-ckpt: untracked files above [snapshot] max_file_size (.git/agent/large.json)\n"
@@ -327,8 +320,34 @@ def _add_and_write(
     repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
-    env, config = _prepare_index(repo, secret_paths)
-    add = ["add", "-A", "--verbose"]  # the paths it added: secret and large files go back
+    env, config, seeded = _prepare(repo, secret_paths, reseed=False)
+    sparse = private_index.is_sparse(repo)
+    proc = _add_all(repo, env, config, sparse)
+    added, removed = _added_removed(proc.stdout)
+    if not seeded and any(os.path.basename(p) == ".gitignore" for p in (*added, *removed)):
+        # Ignore rules changed: a file the private index took in while it was not
+        # ignored would stay tracked there. Start again from the user's index.
+        env, config, _ = _prepare(repo, secret_paths, reseed=True)
+        proc = _add_all(repo, env, config, sparse)
+        added, removed = _added_removed(proc.stdout)
+    secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
+    if repo.max_file_size:
+        _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
+    private_index.keep_skipped(repo, agent_dir(repo), env, removed)
+    tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:  # a tree diff skips the subtrees both share: no process
+        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
+    return tree, changed
+
+
+def _add_all(
+    repo: GitRepo, env: Mapping[str, str], config: Sequence[str], sparse: bool
+) -> subprocess.CompletedProcess[bytes]:
+    """`git add -A` on the private index; it names the paths it added and removed (secret
+    and large files go back out). In a sparse checkout `--sparse`: paths outside the cone
+    (`.agent/` among them) are added too, and skipped entries keep their blobs."""
+    add = ["add", "-A", "--verbose", *(["--sparse"] if sparse else [])]
     proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
@@ -342,15 +361,17 @@ def _add_and_write(
             "cannot snapshot the working tree: " + (errors[0] if errors else "git add failed"),
             hint="fix the path git names, or add it to .gitignore",
         )
-    added = large.added_paths(proc.stdout)
-    secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
-    if repo.max_file_size:
-        _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
-    tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
-    changed: frozenset[str] = frozenset()
-    if base_tree is not None:  # a tree diff skips the subtrees both share: no process
-        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
-    return tree, changed
+    return proc
+
+
+def _added_removed(add_verbose_stdout: bytes) -> tuple[list[str], list[str]]:
+    """The paths `git add --verbose` added or updated, and those it removed."""
+    removed = [
+        os.fsdecode(line[8:-1])
+        for line in add_verbose_stdout.split(b"\n")
+        if line.startswith(b"remove '") and line.endswith(b"'")
+    ]
+    return large.added_paths(add_verbose_stdout), removed
 
 
 def _raise_if_refused(repo: GitRepo, stderr: bytes) -> None:
@@ -381,7 +402,7 @@ def _leave_out_large(
     base = agent_dir(repo)
     known = {**large.load(base), **found}
     large.save(base, known)
-    _write_excludes(repo, os.path.join(base, "exclude"), secret_paths, known)
+    _write_excludes(os.path.join(base, "exclude"), _global_excludes(repo), secret_paths, known)
 
 
 def large_files(repo: GitRepo) -> list[large.LargeFile]:
