@@ -61,7 +61,7 @@ def fill(disk: Path, leave: int = 0) -> Path:
     filler = disk / "filler"
     st = os.statvfs(disk)
     target = max(0, st.f_bavail * st.f_frsize - leave)
-    with open(filler, "wb") as fh:
+    with open(filler, "wb", buffering=0) as fh:  # unbuffered: close has nothing to flush
         try:
             while target > 0 or not leave:
                 chunk = min(1 << 16, target) if leave else 1 << 16
