@@ -107,8 +107,8 @@ class VerifyStep:
             named = "; ".join(f"{f.path} ({f.why})" for f in left)
             return (
                 f"restore left {len(left)} submodule(s) off checkpoint {start_id}: {named}; "
-                "bring each to its recorded commit yourself (commit or stash its changes, "
-                "fetch the commit) and resume again, or keep them with --accept-drift"
+                "commit or stash the submodule's changes (or fetch the commit into it) and "
+                "rerun with --restore, or keep it as it is with --accept-drift"
             )
         if self.decision == "restore":
             n = len(self.final.source)
