@@ -15,9 +15,15 @@ tree (40 directories of 25 files):
 Each round rewrites every file, then restores the checkpoint taken before
 (in-process `Workspace.restore`; the rewritten tree is known after round one,
 so no safety checkpoint is taken after it), and separately times the write
-itself (`apply_restore` of the same plan). Medians in milliseconds.
+itself (`apply_restore` of the same plan), the conversion alone (`checkout_bytes` of
+every file, read back, nothing written), and git's own `git checkout HEAD -- .` of the
+same rewritten files for reference. Medians in milliseconds.
 
     .venv/bin/python benchmarks/bench_restore_convert.py [--files 1000] [--rounds 7]
+        [--shapes plain,eol=crlf,autocrlf,filter]
+
+The code before this change has no conversion: run the same script with
+PYTHONPATH pointing at a checkout of it for the "before" figures.
 
 Not a test: pytest never collects these files (`bench_*.py`).
 """
@@ -68,6 +74,42 @@ def rewrite(repo: Path, files: int, round_: int) -> None:
         (repo / f"d{i % 40:02d}" / f"f{i:05d}.txt").write_text(f"changed {round_}\n")
 
 
+def git_checkout(repo: Path, files: int, rounds: int) -> float:
+    """The reference: `git checkout HEAD -- .` over the same rewritten files."""
+    times: list[float] = []
+    for _ in range(rounds):
+        rewrite(repo, files, 0)
+        t0 = time.perf_counter()
+        _git(repo, "checkout", "HEAD", "--", ".")
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def conversion_alone(repo: Path, rounds: int) -> float:
+    """`checkout_bytes` of every file of HEAD's tree, read back: what the conversion adds
+    to a restore (nothing is written)."""
+    import importlib.util
+
+    if importlib.util.find_spec("git_agentckpt.git.convert") is None:
+        return float("nan")  # the code before the conversion existed
+    from git_agentckpt.git import convert
+    from git_agentckpt.git.repo import GitRepo
+
+    grepo = GitRepo.discover(str(repo))
+    head = grepo.head()
+    assert head is not None
+    tree = grepo.read_commit(head).tree
+    files = list(grepo.tree_files(tree))
+    times: list[float] = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        with convert.checkout_bytes(grepo, files, tree) as data:
+            for f in files:
+                data.read(f.path, f.id)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def measure(repo: Path, files: int, rounds: int) -> tuple[float, float]:
     from git_agentckpt.git.restore import apply_restore, plan_restore
     from git_agentckpt.git.worktree import snapshot_tree
@@ -97,17 +139,23 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated subset")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ckpt-bench-restore-") as tmp:
         root = Path(tmp)
         seal_environment(root)
         print(f"restore of {args.files} files, median of {args.rounds} rounds (ms)")
-        print("| shape | restore (whole) | apply_restore (writes) |")
-        print("|---|---|---|")
-        for shape in SHAPES:
+        print(
+            "| shape | restore (whole) | apply_restore (writes) | conversion alone "
+            "| git checkout -- . |"
+        )
+        print("|---|---|---|---|---|")
+        for shape in args.shapes.split(","):
             repo = make_repo(root, shape, args.files)
             whole, write = measure(repo, args.files, args.rounds)
-            print(f"| {shape} | {whole:.1f} | {write:.1f} |")
+            alone = conversion_alone(repo, args.rounds)
+            reference = git_checkout(repo, args.files, args.rounds)
+            print(f"| {shape} | {whole:.1f} | {write:.1f} | {alone:.1f} | {reference:.1f} |")
     return 0
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,60 @@ def test_restore_converts_by_the_attributes_of_the_checkpoint(
     assert (repo / "a.txt").read_bytes() == checked_out(repo, tmp_path, first["commit"], "a.txt")
 
 
+def test_odd_names_are_converted_too(repo: Path, tmp_path: Path) -> None:
+    """Names with a newline, a space, a leading quote or space go through the batch."""
+    write(repo / ".gitattributes", "*.txt text eol=crlf\n")
+    names = ["new\nline.txt", "with space.txt", '"quoted.txt', " lead.txt", "d/x.txt"]
+    for name in names:
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_bytes(b"one\r\ntwo\r\n")
+    first = ckpt_json(repo, "create", "-t", "t")
+    for name in names:
+        (repo / name).write_bytes(b"changed\n")
+    ckpt(repo, "restore", first["id"])
+    for name in names:
+        assert (repo / name).read_bytes() == b"one\r\ntwo\r\n", name
+    assert ckpt_json(repo, "create", "-t", "t")["tree"] == first["tree"]
+
+
+def logging_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a `git` first on PATH that logs each call, then runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git-calls.log"
+    script = bin_dir / "git"
+    script.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+@pytest.mark.parametrize("kind", ["plain", "eol=crlf"])
+def test_conversion_runs_git_once_and_only_when_an_attribute_applies(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    if kind == "eol=crlf":
+        write(repo / ".gitattributes", "*.txt text eol=crlf\n")
+    for i in range(20):
+        write(repo / f"d{i % 4}" / f"f{i}.txt", f"line {i}\n")
+    first = ckpt_json(repo, "create", "-t", "t")
+    for i in range(20):
+        write(repo / f"d{i % 4}" / f"f{i}.txt", "changed\n")
+    ckpt(repo, "create", "-t", "t")  # the current tree is known: no safety snapshot below
+    log = logging_git(tmp_path, monkeypatch)
+    done = ckpt_json(repo, "restore", first["id"])
+    assert len(done["written"]) == 20
+    calls = log.read_text().splitlines()
+    converting = [c for c in calls if "cat-file" in c or "check-attr" in c]
+    if kind == "plain":
+        assert converting == []  # nothing applies: no process at all
+    else:
+        assert len(converting) == 2  # one check-attr, one cat-file for the 20 files
+        assert (repo / "d0" / "f0.txt").read_bytes() == b"line 0\r\n"
+
+
 def test_a_failing_smudge_filter_stops_before_anything_is_written(repo: Path) -> None:
     path = shape(repo, "filter")
     first = ckpt_json(repo, "create", "-t", "t")
@@ -101,6 +158,30 @@ def test_a_failing_smudge_filter_stops_before_anything_is_written(repo: Path) ->
     assert "no-such-smudge-program" in result.stderr and "nothing was written" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert (repo / path).read_bytes() == b"Changed\n"
+    assert (repo / "src" / "app.py").read_text() == "print('changed')\n"
+
+
+def test_a_missing_lfs_like_process_filter_names_the_path(repo: Path) -> None:
+    """A long-running `process` filter (as git-lfs installs) that cannot start: the
+    error names the path and the filter, and nothing is written."""
+    write(repo / ".gitattributes", "*.bin filter=lfs -text\n")
+    git(repo, "config", "filter.lfs.clean", "cat")
+    git(repo, "config", "filter.lfs.smudge", "cat")
+    write(repo / "model.bin", "weights v1\n")
+    first = ckpt_json(repo, "create", "-t", "t")
+    write(repo / "model.bin", "weights v2\n")
+    write(repo / "src" / "app.py", "print('changed')\n")
+    past = time.time() - 3600  # not racily clean: the next snapshot runs no filter
+    for path in (repo / "model.bin", repo / "src" / "app.py"):
+        os.utime(path, (past, past))
+    ckpt(repo, "create", "-t", "t")  # the current tree is a checkpoint's: no safety needed
+    git(repo, "config", "filter.lfs.process", "git-lfs-not-installed filter-process")
+    git(repo, "config", "filter.lfs.required", "true")
+    result = ckpt(repo, "restore", first["id"], ok=False)
+    assert result.exit_code == 1, result.output
+    assert "filter 'lfs' failed on 'model.bin'" in result.stderr
+    assert "git-lfs-not-installed" in result.stderr
+    assert (repo / "model.bin").read_text() == "weights v2\n"
     assert (repo / "src" / "app.py").read_text() == "print('changed')\n"
 
 

@@ -49,7 +49,7 @@ from typing import IO, TYPE_CHECKING
 import pygit2
 
 from git_agentckpt.errors import NotFound, OperationFailed, RepositoryError
-from git_agentckpt.git.run import clean_env, error_lines, run_git
+from git_agentckpt.git.run import clean_env, run_git
 
 if TYPE_CHECKING:
     from git_agentckpt.git.repo import GitRepo, TreeFile
@@ -163,10 +163,7 @@ class CheckoutBytes:
         pos = 0
         for i, (path, blob) in enumerate(records):
             if self._map[pos : pos + len(headers[i])] != headers[i]:
-                raise NotFound(
-                    f"cannot read blob {blob} of {path!r} through git's filters",
-                    hint="run `git fsck`; the checkpoint may be damaged or incomplete",
-                )
+                raise OperationFailed(f"cannot read blob {blob} of {path!r} through git's filters")
             start = pos + len(headers[i])
             if i + 1 < len(records):
                 end = self._map.find(b"\n" + headers[i + 1], start)
@@ -245,6 +242,12 @@ def _cat_file(
     for name in sorted({n for v in values.values() for n in v}):
         if repo.config_get(f"filter.{name}.smudge") or repo.config_get(f"filter.{name}.process"):
             required += ["-c", f"filter.{name}.required=true"]
+    for f in chosen:  # cat-file would print "<blob> missing" and go on
+        if not repo.exists(f.id):
+            raise NotFound(
+                f"blob {f.id} of {f.path!r} is not in the repository",
+                hint="run `git fsck`; the checkpoint may be damaged or incomplete",
+            )
     nonce = secrets.token_hex(16)
     records = [(f.path, f.id) for f in chosen]
     feed = b"".join(f"{blob} ".encode() + os.fsencode(path) + b"\0" for path, blob in records)
@@ -264,7 +267,9 @@ def _cat_file(
         except FileNotFoundError as exc:
             raise RepositoryError("git is not on PATH", hint="install git") from exc
         if proc.returncode != 0:
-            raise filter_failure(proc.stderr, "cat-file")
+            failed = _failed_record(spool, [f"{b} {nonce}\n".encode() for _, b in records])
+            path = None if failed is None else records[failed][0]
+            raise conversion_failure(proc.stderr, path, values.get(path or "", []))
         out._load(spool, records, nonce)
     except BaseException:
         spool.close()
@@ -313,24 +318,44 @@ def _check_attr(
     return out
 
 
-def filter_failure(stderr: bytes, command: str) -> OperationFailed:
-    """git's failure as one line; a failed filter names its path and driver."""
-    lines = error_lines(stderr)
+def _failed_record(spool: IO[bytes], headers: Sequence[bytes]) -> int | None:
+    """The record `cat-file` was converting when it stopped: the last header it wrote
+    (each header is out before its content is converted)."""
+    spool.flush()
+    spool.seek(0)
+    data = spool.read()
+    pos, last = 0, None
+    for i, header in enumerate(headers):
+        at = data.find(header, pos)
+        if at < 0:
+            break
+        last, pos = i, at + len(header)
+    return last
+
+
+def conversion_failure(stderr: bytes, path: str | None, names: Sequence[str]) -> OperationFailed:
+    """git's conversion failure as one line naming the path and the filter."""
+    lines = [x.strip() for x in stderr.decode("utf-8", "replace").splitlines() if x.strip()]
     for line in lines:
-        found = _FILTER_FAILED.match(line)
-        if found is None:
-            continue
-        path, name = found.groups()
-        why = next((x for x in lines if x.startswith("error: ")), "")
-        why = f" ({why.removeprefix('error: ')})" if why else ""
+        if found := _FILTER_FAILED.match(line):
+            path, names = found.group(1), [found.group(2)]
+    cause = next((x for x in lines if not _FILTER_FAILED.match(x)), lines[-1] if lines else "")
+    cause = cause.removeprefix("error: ").removeprefix("fatal: ")[:200]
+    why = f" ({cause})" if cause else ""
+    if path is None:
         return OperationFailed(
-            f"filter {name!r} failed on {path!r}{why}: nothing was written",
-            hint=f"install or fix the filter (git config filter.{name}.smudge), fetch what "
-            "it needs (LFS: `git lfs fetch`), and run again",
+            f"git cat-file --filters failed{why}: nothing was written",
+            hint="check the filters in .gitattributes and `git config --get-regexp filter`",
+        )
+    if names:
+        return OperationFailed(
+            f"filter {names[0]!r} failed on {path!r}{why}: nothing was written",
+            hint=f"install or fix the filter (git config --get-regexp filter.{names[0]}), fetch "
+            "what it needs (LFS: `git lfs fetch`), and run again",
         )
     return OperationFailed(
-        f"git {command} failed: " + (lines[-1] if lines else "no message"),
-        hint="run the command again; if it fails again, run `git fsck`",
+        f"git cannot convert {path!r} for the working tree{why}: nothing was written",
+        hint="check its attributes (git check-attr -a -- PATH) and run again",
     )
 
 
