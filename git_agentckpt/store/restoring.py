@@ -3,6 +3,9 @@
 Only the paths the plan names are written (`git/restore.py`: the whole target
 tree is checked before anything is written, and the writer never follows a
 symbolic link); files matching `secret_paths` are never written nor deleted.
+Files get the bytes `git checkout` would write (filters, line endings), and a
+submodule is checked out at its recorded commit when it is clean and holds it,
+else left and named (`git/submodules.py`).
 """
 
 from __future__ import annotations
