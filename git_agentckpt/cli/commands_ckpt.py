@@ -244,15 +244,19 @@ def restore(ctx: click.Context, checkpoint: str, dry_run: bool, as_json: bool) -
         click.echo(f"{verb}  {shown(path)}")
     for path in result.deleted:
         click.echo(f"{'would delete' if dry_run else 'deleted'}  {shown(path)}")
-    for path in result.skipped:
-        click.echo(f"skipped  {shown(path)} (nested repository)")
+    for sub in result.submodules:
+        if sub.left:
+            click.echo(f"left     {shown(sub.path)} ({sub.why})")
+        else:
+            verb_sub = "would check out" if dry_run else "checked out"
+            click.echo(f"{verb_sub}  {shown(sub.path)} at {(sub.commit or '')[:12]}")
     for path in result.secret:
         click.echo(f"kept     {shown(path)} (secret_paths: never restored)")
     if result.safety:
         click.echo(
             f"safety checkpoint {result.safety.id}: undo with `git ckpt restore {result.safety.id}`"
         )
-    if not (result.written or result.deleted):
+    if not (result.written or result.deleted or result.submodules):
         click.echo(f"working tree already matches {result.target.id}")
 
 

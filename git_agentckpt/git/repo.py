@@ -24,6 +24,7 @@ from git_agentckpt.errors import (
     RepositoryError,
     shorten,
 )
+from git_agentckpt.git import convert
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.leftovers import break_if_abandoned
@@ -509,7 +510,12 @@ class GitRepo:
         return out
 
     def hash_worktree_file(self, rel: str) -> tuple[str, int] | None:
-        """The blob id and mode git would give the working-tree file `rel` (None: absent)."""
+        """The blob id and mode git would give the working-tree file `rel` (None: absent).
+
+        As `git add` stores it: a clean filter and line-ending normalization apply
+        (`git/convert.py`: through `git hash-object` when an attribute or
+        `core.autocrlf` may convert the file, else hashed here as is).
+        """
         full = os.path.join(self.workdir, rel)
         try:
             st = os.lstat(full)
@@ -526,6 +532,8 @@ class GitRepo:
             except pygit2.GitError:
                 return None
         mode = 0o100755 if st.st_mode & 0o111 else 0o100644
+        if convert.checkin_converts(self, [rel]):
+            return convert.hash_worktree_files(self, [rel])[rel]
         return str(pygit2.hashfile(full)), mode
 
     def config_get(self, key: str) -> str | None:

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git import large, private_index
+from git_agentckpt.git.convert import hash_worktree_files
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
@@ -83,9 +84,12 @@ def compare_worktree(
     side is the expected tree against the index (skipping unchanged directories by
     the cache-tree) and its other side the index against the working tree, through
     the stat cache. (Without the shadow: the same `status` plus a `diff-index
-    --cached`.) Nothing is hashed or written; the rare path where the two disagree
-    is settled by hashing that one file. When the working tree differs, the
-    caller snapshots it with `snapshot_tree` if it needs the tree.
+    --cached`.) Nothing is written; the paths where the two disagree are settled
+    by hashing those files as `git add` would, filters and line endings applied
+    (`git/convert.py`: no process when no attribute or autocrlf applies, else one
+    `git hash-object --stdin-paths` for them all), so a file git calls unchanged
+    is unchanged here too. When the working tree differs, the caller snapshots it
+    with `snapshot_tree` if it needs the tree.
     """
     with translated("cannot compare the working tree", repo.git_dir):
         return _compare_worktree(repo, expected_tree, secret_paths)
@@ -125,20 +129,25 @@ def _compare_worktree(
             worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
     if not by_index and not worktree:
         return [], expected_tree
+    # Both sides moved: settled by the file itself, hashed as `git add` would (filters
+    # and line endings applied, in one process for them all: `git/convert.py`).
+    settle = [p for p in by_index if worktree.get(p, "D") != "D"]
+    settle += [p for p, how in worktree.items() if how == "?/" and p not in by_index]
+    hashed = hash_worktree_files(repo, settle, env) if settle else {}
     changes: list[Change] = []
     for path in sorted(set(by_index) | set(worktree)):
         entry = by_index.get(path)
         if entry is None:
             # the index holds the expected entry here, so status alone tells the change
             # (git status compared the contents itself): nothing to hash or look up
-            if worktree[path] == "?/" and repo.hash_worktree_file(path) is None:
+            if worktree[path] == "?/" and hashed[path] is None:
                 continue  # a nested repository without a commit: never snapshotted
             letter = {"?": "A", "?/": "A", "D": "D"}.get(worktree[path], "M")
             changes.append(Change(letter, path, None, None, 0, 0))
             continue
         old = (entry.old_id, entry.old_mode) if entry.old_id else None
         if path in worktree:  # both sides moved: settle it by the file itself
-            now = repo.hash_worktree_file(path) if worktree[path] != "D" else None
+            now = hashed.get(path) if worktree[path] != "D" else None
         else:  # the working tree matches the index
             now = (entry.new_id, entry.new_mode) if entry.new_id else None
         if old is None and now is None:

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 from git_agentckpt.contracts.checks import CheckContext, CheckResult, run_check
 from git_agentckpt.contracts.schema import Assertion, Check, ContractError, parse_assertions
-from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.git.convert import REGULAR, CheckoutBytes, checkout_bytes
+from git_agentckpt.git.repo import GitRepo, TreeFile
 from git_agentckpt.git.restore import export_tree
 from git_agentckpt.git.tree_check import check_tree
 from git_agentckpt.model import JSON
@@ -261,19 +262,29 @@ def failed_inputs(
 def _scratch_for(
     store: CheckpointStore, ckpt: Checkpoint, files: Sequence[str], workdir: str, dest: str
 ) -> None:
-    """The files a candidate's assertions name: from its tree, or from the working tree
-    when no snapshot holds them (ignored or large files are facts of the working tree)."""
+    """The files a candidate's assertions name: from its tree, with the bytes `git
+    checkout` would write (filters, line endings: a sha256 pinned from the working tree
+    matches them), or from the working tree when no snapshot holds them (ignored or
+    large files are facts of the working tree)."""
     repo = store.repo
-    for rel in files:
-        target = os.path.join(dest, rel)
-        entry = repo.tree_entry(ckpt.tree, rel)
-        if entry is not None and entry[1] in (0o100644, 0o100755):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(repo.read_blob(entry[0]))
-        elif entry is None and os.path.isfile(os.path.join(workdir, rel)):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(os.path.join(workdir, rel), target)
+    entries = {rel: repo.tree_entry(ckpt.tree, rel) for rel in files}
+    held = [TreeFile(r, e[0], e[1]) for r, e in entries.items() if e and e[1] in REGULAR]
+    with checkout_bytes(repo, held, ckpt.tree) as data:
+        for rel, entry in entries.items():
+            _scratch_file(rel, entry, data, workdir, dest)
+
+
+def _scratch_file(
+    rel: str, entry: tuple[str, int] | None, data: CheckoutBytes, workdir: str, dest: str
+) -> None:
+    target = os.path.join(dest, rel)
+    if entry is not None and entry[1] in REGULAR:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data.read(rel, entry[0]))
+    elif entry is None and os.path.isfile(os.path.join(workdir, rel)):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(workdir, rel), target)
 
 
 def _test_candidate(
@@ -363,4 +374,9 @@ def assertions_step(
     restored = ws.restore(target.commit)
     step.rollback.files = restore_actions(restored, "rollback")
     step.rollback.safety = restored.safety
+    left = [s for s in restored.submodules if s.left]
+    if left:  # the rolled-back tree is not what the working tree now holds: a person decides
+        step.stopped = "rolled back, but submodule(s) left as they were: " + "; ".join(
+            f"{s.path} ({s.why})" for s in left
+        )
     return step

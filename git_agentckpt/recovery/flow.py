@@ -190,13 +190,7 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     verified = verify_step(ws, effective, restore=opts.restore, accept_drift=opts.accept_drift)
     _record_verify(s, verified)
     if verified.needs_person:
-        n = len(verified.found.source)
-        return _stop(
-            s,
-            Exit.NEEDS_PERSON,
-            f"{n} source file(s) differ from checkpoint {start.id}: rerun with --restore "
-            "(bring them back) or --accept-drift (keep them)",
-        )
+        return _stop(s, Exit.NEEDS_PERSON, verified.stop_message(start.id))
     asserted = _assertions(s, start, verified, located)
     if asserted.stopped:
         return _stop(s, Exit.ASSERTIONS_FAILED, f"assertions fail: {asserted.stopped}")

@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from git_agentckpt.git.repo import Change, GitRepo
+from git_agentckpt.git.convert import checkout_bytes
+from git_agentckpt.git.repo import Change, GitRepo, TreeFile
 from git_agentckpt.git.safe_write import SafeWriter
 from git_agentckpt.git.tree_check import check_tree
-from git_agentckpt.git.worktree import compare_worktree, snapshot_tree
+from git_agentckpt.git.worktree import GITLINK, compare_worktree, snapshot_tree
 from git_agentckpt.globs import match_any, match_excluded
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint
@@ -73,8 +74,9 @@ class FileAction:
     """One thing recovery did (or deliberately did not do) to one file."""
 
     path: str
-    action: str  # restored | deleted | cleaned | brought back | kept
+    action: str  # restored | deleted | cleaned | brought back | kept | checked out | left
     why: str  # restore | accept drift | rollback | regenerable | secret_paths | .agent
+    # (a submodule left as it was: why, e.g. "dirty submodule")
 
     def to_json(self) -> dict[str, JSON]:
         return {"path": self.path, "action": self.action, "why": self.why}
@@ -92,7 +94,33 @@ class VerifyStep:
 
     @property
     def needs_person(self) -> bool:
-        return not self.found.clean and self.decision is None
+        """Source drift nobody decided on, or that a restore could not bring back (a
+        submodule it left): the drifted tree is never recorded as the start."""
+        if self.decision == "accept_drift":
+            return False
+        return not self.final.clean
+
+    def stop_message(self, start_id: str) -> str:
+        """Why the resume stops for a person, and what to run next."""
+        left = [f for f in self.files if f.action == "left"]
+        if self.decision == "restore" and left:
+            named = "; ".join(f"{f.path} ({f.why})" for f in left)
+            return (
+                f"restore left {len(left)} submodule(s) off checkpoint {start_id}: {named}; "
+                "commit or stash the submodule's changes (or fetch the commit into it) and "
+                "rerun with --restore, or keep it as it is with --accept-drift"
+            )
+        if self.decision == "restore":
+            n = len(self.final.source)
+            return (
+                f"{n} source file(s) still differ from checkpoint {start_id} after the restore: "
+                "look at them, then resume again or keep them with --accept-drift"
+            )
+        n = len(self.found.source)
+        return (
+            f"{n} source file(s) differ from checkpoint {start_id}: rerun with --restore "
+            "(bring them back) or --accept-drift (keep them)"
+        )
 
     @property
     def final(self) -> Verification:
@@ -157,11 +185,13 @@ def _settle_regenerable(repo: GitRepo, expected_tree: str, v: Verification) -> N
     held = {item["path"]: repo.tree_entry(expected_tree, item["path"]) for item in v.regenerable}
     if any(held.values()):
         check_tree(repo, expected_tree, repo.workdir, f"tree {expected_tree[:12]}")
-    with SafeWriter(repo.workdir) as writer:  # never follows a symbolic link
+    back = [TreeFile(p, e[0], e[1]) for p, e in held.items() if e is not None and e[1] != GITLINK]
+    # the bytes git checkout would write (filters, line endings), converted before any write
+    with checkout_bytes(repo, back, expected_tree) as data, SafeWriter(repo.workdir) as writer:
         for item in v.regenerable:
             path, entry = item["path"], held[item["path"]]
-            if entry is not None and entry[1] != 0o160000:
-                writer.write(path, repo.read_blob(entry[0]), entry[1])
+            if entry is not None and entry[1] != GITLINK:
+                writer.write(path, data.read(path, entry[0]), entry[1])
                 v.brought_back.append(path)
             elif item["change"] == "deleted":
                 v.to_regenerate.append(path)
@@ -189,6 +219,9 @@ def restore_actions(restored: RestoreResult, why: str) -> list[FileAction]:
     """The files a restore changed, as actions for the brief."""
     out = [FileAction(p, "restored", why) for p in restored.written]
     out += [FileAction(p, "deleted", why) for p in restored.deleted]
+    out += [
+        FileAction(s.path, s.action, s.why if s.left else why) for s in restored.submodules
+    ]
     out += [FileAction(p, "kept", "secret_paths") for p in restored.secret]
     out += [FileAction(p, "kept", ".agent") for p in restored.agent_kept]
     return out

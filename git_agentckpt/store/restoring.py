@@ -3,6 +3,9 @@
 Only the paths the plan names are written (`git/restore.py`: the whole target
 tree is checked before anything is written, and the writer never follows a
 symbolic link); files matching `secret_paths` are never written nor deleted.
+Files get the bytes `git checkout` would write (filters, line endings), and a
+submodule is checked out at its recorded commit when it is clean and holds it,
+else left and named (`git/submodules.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError
-from git_agentckpt.git.restore import RestorePlan, apply_restore, plan_restore
+from git_agentckpt.git.restore import RestorePlan, SubmoduleAction, apply_restore, plan_restore
+from git_agentckpt.git.submodules import settle_submodules
 from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import JSON, NewEvent
@@ -31,11 +35,12 @@ class RestoreResult:
     target: Checkpoint
     written: tuple[str, ...]
     deleted: tuple[str, ...]
-    skipped: tuple[str, ...]
+    skipped: tuple[str, ...]  # submodules left as they were (`submodules` says why)
     safety: Checkpoint | None
     dry_run: bool
     secret: tuple[str, ...] = ()  # secret paths that differ: never written nor deleted
     agent_kept: tuple[str, ...] = ()  # .agent/ files that differ: never reverted
+    submodules: tuple[SubmoduleAction, ...] = ()  # checked out, or left and why
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -43,6 +48,7 @@ class RestoreResult:
             "written": list(self.written),
             "deleted": list(self.deleted),
             "skipped": list(self.skipped),
+            "submodules": [dict(s.to_json()) for s in self.submodules],
             "secret_paths_left": list(self.secret),
             "agent_files_kept": list(self.agent_kept),
             "safety_checkpoint": self.safety.to_json() if self.safety else None,
@@ -98,7 +104,8 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
         ws.settings.secret_paths,
     )
     safety: Checkpoint | None = None
-    changes = plan.writes or plan.deletes
+    submodules = tuple(settle_submodules(ws.repo, plan.submodules))  # dry run: what it would do
+    changes = plan.writes or plan.deletes or any(not s.left for s in submodules)
     if changes and not dry_run:
         known = {c.tree for c in ws.store.chain(task)}
         for t in ws.store.tasks():
@@ -110,7 +117,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
             ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
             safety = ws.create(task.name, message=msg, trigger="pre_restore", force=True)
         crash_point("restore.safety")
-        apply_restore(ws.repo, plan)
+        submodules = apply_restore(ws.repo, plan)
         ws.log.append(
             task,
             [
@@ -120,6 +127,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
                     data={
                         "written": len(plan.writes),
                         "deleted": len(plan.deletes),
+                        "submodules": [s.path for s in submodules if not s.left],
                         "safety": safety.commit if safety else None,
                     },
                 )
@@ -130,9 +138,10 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
         target=target,
         written=tuple(c.path for c in plan.writes),
         deleted=tuple(c.path for c in plan.deletes),
-        skipped=plan.skipped,
+        skipped=tuple(s.path for s in submodules if s.left),
         safety=safety,
         dry_run=dry_run,
         secret=tuple(secret),
         agent_kept=tuple(agent),
+        submodules=submodules,
     )
