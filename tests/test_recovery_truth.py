@@ -387,3 +387,17 @@ def test_the_log_marks_events_merged_from_another_clone(tmp_path: Path) -> None:
     merged = [line for line in lines if line.split()[0].endswith("*") and "note" in line]
     assert len(ours) == 1 and len(merged) == 1 and "note" in merged[0]
     assert any("merged from another clone" in line for line in lines)
+
+
+def test_a_stray_start_of_a_done_step_does_not_move_the_resume_point(repo: Path) -> None:
+    start(repo)
+    ckpt(repo, "step", "start", "t", "s1")
+    done = ckpt_json(repo, "step", "done", "t", "s1")
+    forge_event(repo, "t", "step.start", {"step": "s1"})  # a drift signal, not an open step
+    after = ckpt_json(repo, "create", "-t", "t", "-m", "later work")
+    code, out = resume(repo)
+    assert code == 0, out["message"]
+    assert out["locate"]["open_steps"] == []
+    assert out["locate"]["start"]["commit"] == after["commit"] != done["commit"]
+    assert "s1 was started and not finished" not in out["brief_markdown"]
+    assert out["brief"]["next_step"] == "s2"

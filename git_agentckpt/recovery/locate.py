@@ -15,6 +15,7 @@ restore (trigger `pre_restore`) hold the drift they undid: never a starting poin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from git_agentckpt.model import JSON, Event, NewEvent
@@ -72,11 +73,8 @@ def _origin(store: CheckpointStore, ckpt: Checkpoint) -> Checkpoint:
     return ckpt
 
 
-def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forward: bool) -> Located:
-    chain = list(store.chain(task))
-    committed = {c.commit: c for c in chain}
-    events: list[Event] = log.read(task)
-
+def _checkpoint_events(events: list[Event]) -> tuple[dict[str, int], set[str], set[str]]:
+    """Where each checkpoint's prepare is in the log, and which have a commit or abort."""
     prepared_at: dict[str, int] = {}
     has_commit_event: set[str] = set()
     has_abort: set[str] = set()
@@ -90,7 +88,60 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
             has_commit_event.add(commit)
         elif ev.type == "checkpoint.abort":
             has_abort.add(commit)
+    return prepared_at, has_commit_event, has_abort
 
+
+def _open_steps(
+    events: list[Event], committed: dict[str, Checkpoint], done_in: Callable[[str], set[str]]
+) -> tuple[dict[str, int], set[str]]:
+    """Steps started and not finished (where each began), and the checkpoints committed
+    in the middle of an open step (never a starting point). A start of a step whose
+    step-end checkpoint is committed is a drift signal, not an open step, unless it is
+    an explicit redo; `done_in(commit)` tells which steps a resume checkpoint kept done."""
+    open_since: dict[str, int] = {}
+    mid_step: set[str] = set()
+    done: set[str] = set()
+    for i, ev in enumerate(events):
+        step = ev.links.get("step")
+        if ev.type == "step.start" and isinstance(step, str):
+            if step not in done or ev.data.get("redo"):
+                done.discard(step)
+                open_since.setdefault(step, i)
+        elif ev.type == "checkpoint.prepare":
+            commit = ev.links.get("checkpoint")
+            if not isinstance(commit, str) or commit not in committed:
+                continue
+            ckpt = committed[commit]
+            if ckpt.trigger == RESUME_TRIGGER:
+                open_since.clear()
+                done = done_in(commit)
+            elif ckpt.trigger == STEP_END_TRIGGER and ckpt.step:
+                open_since.pop(ckpt.step, None)
+                done.add(ckpt.step)
+            elif open_since:
+                mid_step.add(commit)
+    return open_since, mid_step
+
+
+def _done_in(store: CheckpointStore) -> Callable[[str], set[str]]:
+    def done(commit: str) -> set[str]:
+        note = store.state_note(commit) or {}
+        steps = note.get("steps")
+        return (
+            {str(s["id"]) for s in steps or [] if isinstance(s, dict) and s.get("status") == "done"}
+            if isinstance(steps, list)
+            else set()
+        )
+
+    return done
+
+
+def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forward: bool) -> Located:
+    chain = list(store.chain(task))
+    committed = {c.commit: c for c in chain}
+    events: list[Event] = log.read(task)
+
+    prepared_at, has_commit_event, has_abort = _checkpoint_events(events)
     rolled = [c for c in prepared_at if c in committed and c not in has_commit_event]
     aborted = [
         c
@@ -99,36 +150,12 @@ def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forwar
     ]
     elsewhere = [c for c in prepared_at if c not in committed and c in has_commit_event]
     if roll_forward and rolled:
+        data: dict[str, JSON] = {"rolled_forward": True, "by": "resume"}
         log.append(
             task,
-            [
-                NewEvent(
-                    "checkpoint.commit",
-                    links={"checkpoint": c},
-                    data={"rolled_forward": True, "by": "resume"},
-                )
-                for c in rolled
-            ],
+            [NewEvent("checkpoint.commit", links={"checkpoint": c}, data=data) for c in rolled],
         )
-
-    # walk the log: which steps are open, which checkpoints are mid-step
-    open_since: dict[str, int] = {}
-    mid_step: set[str] = set()
-    for i, ev in enumerate(events):
-        step = ev.links.get("step")
-        if ev.type == "step.start" and isinstance(step, str):
-            open_since.setdefault(step, i)
-        elif ev.type == "checkpoint.prepare":
-            commit = ev.links.get("checkpoint")
-            if not isinstance(commit, str) or commit not in committed:
-                continue
-            ckpt = committed[commit]
-            if ckpt.trigger == RESUME_TRIGGER:
-                open_since.clear()
-            elif ckpt.trigger == STEP_END_TRIGGER and ckpt.step in open_since:
-                del open_since[ckpt.step]
-            elif open_since:
-                mid_step.add(commit)
+    open_since, mid_step = _open_steps(events, committed, _done_in(store))
 
     # positions of committed checkpoints in the log (unlogged ones: oldest)
     def position(c: Checkpoint) -> int:

@@ -119,6 +119,29 @@ def _load_note(data: bytes, what: str) -> JSON:
         raise CorruptError(f"{what} nests JSON too deeply to read") from exc
 
 
+def _trailers(
+    ckpt_id: str,
+    task: TaskName,
+    kind: str,
+    trigger: str,
+    step: str | None,
+    number: int,
+    baseline: str | None,
+    head: str | None,
+) -> dict[str, str]:
+    """The trailers of a checkpoint commit (design section 1), in their order."""
+    return {
+        "Checkpoint-Id": ckpt_id,
+        "Task": task.name,
+        "Kind": kind,
+        "Trigger": trigger,
+        "Step": step or "none",
+        "Seq": str(number),
+        "Baseline": baseline or "none",
+        "Head": head or "none",
+    }
+
+
 def _bad_tip(task: TaskName, commit: str) -> CorruptError:
     return CorruptError(
         f"{task.checkpoints_ref} points at {commit[:12]}, which is not a checkpoint commit here",
@@ -311,6 +334,31 @@ class CheckpointStore:
             ),
         )
 
+    def _tree(
+        self,
+        light: bool,
+        prev: Checkpoint | None,
+        baseline: str | None,
+        secret_paths: Sequence[str],
+        assertions: Sequence[JSON],
+    ) -> tuple[str, Sequence[JSON]]:
+        """The checkpoint's tree: its parent's for a light one (no disk scan), else a
+        snapshot; large files the snapshot leaves out are pinned as assertions instead."""
+        repo = self.repo
+        if not light:
+            tree = snapshot_tree(repo, secret_paths)
+            return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
+        if prev is not None:
+            return prev.tree, assertions
+        return (repo.read_commit(baseline).tree if baseline else repo.empty_tree()), assertions
+
+    def _commit_point(self, task: TaskName, commit: str, old: str | None, reason: str) -> bool:
+        """The guard every checkpoint move passes, then the compare-and-swap."""
+        problems = check_updates(self.repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
+        if problems:
+            raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
+        return self._move_ref(task, commit, old, reason)
+
     def _create_once(
         self,
         task: TaskName,
@@ -329,17 +377,7 @@ class CheckpointStore:
         head = repo.head()
         baseline = prev.baseline if prev else head
         # 1. snapshot tree and commit object: invisible until the ref moves
-        if light:
-            if prev is not None:
-                tree = prev.tree
-            elif baseline is not None:
-                tree = repo.read_commit(baseline).tree
-            else:
-                tree = repo.empty_tree()
-        else:
-            tree = snapshot_tree(repo, secret_paths)
-            # what the snapshot left out for its size is pinned instead (checked on resume)
-            assertions = [*assertions, *(large_assertion(f) for f in large_files(repo))]
+        tree, assertions = self._tree(light, prev, baseline, secret_paths, assertions)
         parents = [old] if old else ([head] if head else [])
         if prev is not None and head and head != prev.head and head not in parents:
             parents.append(head)
@@ -354,16 +392,7 @@ class CheckpointStore:
         ckpt_id = new_ulid()
         kind = "light" if light else "full"
         subject = f"checkpoint {number} of {task}" + (f": {message}" if message else "")
-        trailers = {
-            "Checkpoint-Id": ckpt_id,
-            "Task": task.name,
-            "Kind": kind,
-            "Trigger": trigger,
-            "Step": step or "none",
-            "Seq": str(number),
-            "Baseline": baseline or "none",
-            "Head": head or "none",
-        }
+        trailers = _trailers(ckpt_id, task, kind, trigger, step, number, baseline, head)
         commit = repo.commit(tree, parents, checkpoint_message(subject, trailers))
         crash_point("checkpoint.objects")
         # 2. notes of that commit
@@ -383,18 +412,11 @@ class CheckpointStore:
         self.log.append(task, [*lead, prepare])
         crash_point("checkpoint.prepare")
         # 4. the commit point (the same guard the reference-transaction hook runs)
-        problems = check_updates(repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
-        if problems:
-            raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
-        if not self._move_ref(task, commit, old, f"git ckpt: {subject}"):
-            self.log.append(
-                task,
-                [
-                    NewEvent(
-                        "checkpoint.abort", who, links=links, data={**data, "reason": "ref moved"}
-                    )
-                ],
+        if not self._commit_point(task, commit, old, f"git ckpt: {subject}"):
+            abort = NewEvent(
+                "checkpoint.abort", who, links=links, data={**data, "reason": "ref moved"}
             )
+            self.log.append(task, [abort])
             return None
         crash_point("checkpoint.ref")
         # 5. done
