@@ -182,3 +182,42 @@ def test_a_start_cut_off_after_its_prepare_completes_when_run_again(repo: Path) 
     assert types.count("task.start") == 1
     again = ckpt(repo, *argv, ok=False)
     assert again.exit_code == 2 and "already exists" in again.stderr
+
+
+def test_the_state_events_since_the_tip_are_those_a_full_read_finds(repo: Path) -> None:
+    """events_since_tip parses only the commits that can hold a state event (or the tip's
+    prepare): it must find exactly what reading the whole log finds."""
+    import git_agentckpt
+    from git_agentckpt.model import STATE_EVENTS, NewEvent
+    from git_agentckpt.store.refs import TaskName
+    from git_agentckpt.store.state import events_since_tip
+
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+    ck.log.append(t, [NewEvent("tool.call", input={"i": i}) for i in range(50)])
+    ck.step_start("t", "s1")
+    ck.log.append(
+        t, [NewEvent("tool.call", input='a text with step.end" in it'), NewEvent("model.call")]
+    )
+    tip = ck.create("t", message="mid")  # the tip: only what follows its prepare counts
+    ck.log.append(
+        t,
+        [
+            NewEvent("tool.call"),
+            NewEvent("step.end", links={"step": "s1"}, data={"status": "failed"}),
+        ],
+    )
+    ck.log.append(t, [NewEvent("tool.call", input={"i": i}) for i in range(30)])
+    ck.step_start("t", "s2")
+    everything = ck.log.read(t)
+    after = next(
+        i
+        for i, e in enumerate(everything)
+        if e.links.get("checkpoint") == tip.commit and e.type == "checkpoint.prepare"
+    )
+    expected = [e for e in everything[after + 1 :] if e.type in STATE_EVENTS]
+    found = events_since_tip(ck.log, t, ck.store.tip(t))
+    assert [e.id for e in found] == [e.id for e in expected]
+    assert [e.type for e in found] == ["step.end", "step.start"]
+    assert [e.type for e in events_since_tip(ck.log, t, None)][:2] == ["task.start", "step.start"]

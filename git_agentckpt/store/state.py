@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from git_agentckpt.errors import CkptError
 from git_agentckpt.model import JSON, STATE_EVENTS, Event, apply_event
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
-from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
 
 
@@ -39,17 +39,32 @@ class TaskView:
     skipped: list[SkippedEvent] = field(default_factory=list)
 
 
+# A commit holding a state-changing event has one of these in its message (the type's
+# value and its closing quote: whatever the spacing of the writer's JSON).
+_STATE_MARKS = tuple(f'{t}"' for t in STATE_EVENTS)
+
+
 def events_since_tip(log: EventLog, task: TaskName, tip: Checkpoint | None) -> list[Event]:
-    """Events appended after the tip's `checkpoint.prepare` (all events if there is no tip)."""
+    """The state-changing events appended after the tip's `checkpoint.prepare` (all of
+    them when there is no tip), oldest first.
+
+    Only the commits whose message can hold one (or the tip's prepare) are parsed: a
+    `tool.call` changes no state, and with 20,000 of them since the last checkpoint
+    parsing them all was most of the cost of every command that reads the state."""
     after: list[Event] = []
-    for ev in log.iter_back(task):
-        if (
-            tip is not None
-            and ev.type == "checkpoint.prepare"
-            and ev.links.get("checkpoint") == tip.commit
-        ):
-            break
-        after.append(ev)
+    head = log.repo.read_ref(task.events_ref)
+    for info in log.repo.walk(head) if head else ():
+        at_tip = tip is not None and tip.commit in info.message
+        if not at_tip and not any(mark in info.message for mark in _STATE_MARKS):
+            continue
+        for ev in reversed(events_of(info)):
+            if at_tip and ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == (
+                tip.commit if tip else None
+            ):
+                after.reverse()
+                return after
+            if ev.type in STATE_EVENTS:
+                after.append(ev)
     after.reverse()
     return after
 
