@@ -128,6 +128,21 @@ def test_force_added_ignored_file_appears(repo: Path) -> None:
     assert any(line.endswith("\tbuild/keep.bin") and blob in line for line in lines)
 
 
+def test_a_tracked_ignored_file_deleted_and_made_again_comes_back(repo: Path) -> None:
+    """The user tracks `build/keep.bin` under an ignore rule; it is deleted (a checkpoint
+    drops it) and made again: git would add it from the user's index, so we must too."""
+    write(repo / "build" / "keep.bin", "artifact\n")
+    git(repo, "add", "-f", "build/keep.bin")
+    git(repo, "commit", "-q", "-m", "artifact")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    (repo / "build" / "keep.bin").unlink()
+    ckpt(repo, "create", "-t", "t")
+    assert "build/keep.bin" not in names(assert_snapshot_is_plumbing(repo))
+    write(repo / "build" / "keep.bin", "artifact v2\n")
+    ckpt(repo, "create", "-t", "t")
+    assert "build/keep.bin" in names(assert_snapshot_is_plumbing(repo))
+
+
 def test_an_untracked_file_that_becomes_ignored_leaves(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g")
     write(repo / "scratch.tmp", "notes\n")

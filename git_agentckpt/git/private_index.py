@@ -51,6 +51,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -215,6 +216,7 @@ def _listing(repo: GitRepo, index: str) -> bytes:
 
 def _seed(repo: GitRepo, base: str, index: str, listing: bytes, seed: Seed) -> None:
     """The copy is in place: clear its bits (module doc), then record the seed."""
+    forget_dropped(base)
     env = {"GIT_INDEX_FILE": index}
     assumed: list[bytes] = []
     skipped: list[bytes] = []
@@ -240,6 +242,14 @@ def _skip_paths(records: Iterable[bytes]) -> list[bytes]:
 
 def _exists(repo: GitRepo, path: bytes) -> bool:
     return os.path.lexists(os.path.join(os.fsencode(repo.workdir), path))
+
+
+def _is_file(repo: GitRepo, path: bytes) -> bool:
+    try:
+        mode = os.lstat(os.path.join(os.fsencode(repo.workdir), path)).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
 def _set_bit(repo: GitRepo, env: Mapping[str, str], flag: str, paths: Sequence[bytes]) -> None:
@@ -334,3 +344,75 @@ def outside_sparse_checkout(repo: GitRepo, path: str) -> bool:
         with suppress(FileNotFoundError):
             os.unlink(scratch)
     return b"sparse-checkout" in proc.stderr
+
+
+# -- files the user tracks that went away and came back -----------------------------
+#
+# `add -A` drops the entry of a deleted file. If the file comes back where an ignore
+# rule now covers it, `add -A` on the private index would not take it again, while on
+# a fresh copy of the user's index (which still tracks it) it would: such paths are
+# remembered in `.git/agent/seed-dropped` and force-added when they exist again.
+_DROPPED = "seed-dropped"
+
+
+def _load_dropped(base: str) -> set[bytes]:
+    try:
+        with open(os.path.join(base, _DROPPED), "rb") as fh:
+            return {p for p in fh.read().split(b"\0") if p}
+    except OSError:
+        return set()
+
+
+def _save_dropped(base: str, paths: set[bytes]) -> None:
+    path = os.path.join(base, _DROPPED)
+    if not paths:
+        with suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    write_if_changed(path, b"".join(p + b"\0" for p in sorted(paths)))
+
+
+def forget_dropped(base: str) -> None:
+    """A re-seed: the fresh copy holds every entry the user's index has."""
+    _save_dropped(base, set())
+
+
+def remember_dropped(repo: GitRepo, base: str, removed: Sequence[str]) -> None:
+    """Of the paths `add -A` just removed, remember those the user's index tracks."""
+    if not removed:
+        return
+    proc = run_git(
+        ["--literal-pathspecs", "ls-files", "-z", "--", *removed],
+        cwd=repo.workdir,
+        env={"GIT_INDEX_FILE": user_index(repo)},
+        check=False,
+    )
+    tracked = {p for p in proc.stdout.split(b"\0") if p}
+    if tracked:
+        _save_dropped(base, _load_dropped(base) | tracked)
+
+
+def bring_back_dropped(repo: GitRepo, base: str, env: Mapping[str, str]) -> bytes:
+    """Force-add the remembered paths whose file exists again; `add --verbose` output."""
+    dropped = _load_dropped(base)
+    back = [p for p in dropped if _is_file(repo, p)]
+    if not back:
+        return b""
+    proc = run_git(
+        [
+            "--literal-pathspecs",
+            *NO_SPLIT,
+            "add",
+            "-f",
+            "--verbose",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+        ],
+        cwd=repo.workdir,
+        env=env,
+        input=b"".join(p + b"\0" for p in back),
+        check=False,
+    )
+    if proc.returncode == 0:
+        _save_dropped(base, dropped - set(back))
+    return proc.stdout

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import large, private_index
+from git_agentckpt.git import incremental, large, private_index, watcher
 from git_agentckpt.git.convert import hash_worktree_files
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
@@ -331,23 +331,53 @@ def _add_and_write(
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config, seeded = _prepare(repo, secret_paths, reseed=False)
     sparse = private_index.is_sparse(repo)
-    proc = _add_all(repo, env, config, sparse)
+    base = agent_dir(repo)
+    rules = incremental.rules_digest(base, seeded)
+    chosen = incremental.plan(repo, base, rules, sparse)
+    proc = _add_changed(repo, base, env, config, chosen)
+    if proc is None:
+        if chosen.reason:
+            watcher.log_line(base, "full scan: " + chosen.reason)
+        chosen = incremental.Plan(None, chosen.view, None, chosen.reason)
+        proc = _add_all(repo, env, config, sparse)
     added, removed = _added_removed(proc.stdout)
     if not seeded and any(os.path.basename(p) == ".gitignore" for p in (*added, *removed)):
         # Ignore rules changed: a file the private index took in while it was not
         # ignored would stay tracked there. Start again from the user's index.
         env, config, _ = _prepare(repo, secret_paths, reseed=True)
+        chosen = incremental.Plan(None, chosen.view, None, "a .gitignore changed")
         proc = _add_all(repo, env, config, sparse)
         added, removed = _added_removed(proc.stdout)
+    private_index.remember_dropped(repo, base, removed)
+    added += large.added_paths(private_index.bring_back_dropped(repo, base, env))
     secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
     if repo.max_file_size:
         _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
     private_index.keep_skipped(repo, agent_dir(repo), env, removed)
-    tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    tree = incremental.unchanged_tree(base, chosen)
+    if tree is None:
+        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    incremental.finish(base, chosen, tree, incremental.rules_digest(base, False))
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
     return tree, changed
+
+
+def _add_changed(
+    repo: GitRepo,
+    base: str,
+    env: Mapping[str, str],
+    config: Sequence[str],
+    chosen: incremental.Plan,
+) -> subprocess.CompletedProcess[bytes] | None:
+    """`git add -A` on the paths the daemon's watcher saw change (`incremental.py`);
+    None when the whole tree must be scanned."""
+    if chosen.paths is None:
+        return None
+    if not chosen.paths:  # nothing changed: nothing for git to look at
+        return subprocess.CompletedProcess([], 0, b"", b"")
+    return incremental.add_paths(repo, base, env, config, chosen.paths)
 
 
 def _add_all(
