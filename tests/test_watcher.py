@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -308,3 +309,29 @@ def test_a_watcher_on_a_network_file_system_is_off(tmp_path: Path) -> None:
     live = watcher.TreeWatcher(str(tmp_path), str(tmp_path))
     live.start(mountinfo=f"1 0 0:1 / {tmp_path} rw - nfs server:/x rw\n")
     assert live.view() is None and "nfs" in str(live.status()["reason"])
+
+
+def test_a_tracked_secret_edited_under_the_watcher_never_reaches_the_store(
+    watched: tuple[Path, Path, watcher.TreeWatcher],
+) -> None:
+    root, _, _ = watched
+    write(root / ".env", "TOKEN=committed-by-the-user\n")
+    git(root, "add", "-f", ".env")
+    git(root, "commit", "-q", "-m", "env")
+    snapshot_equals_full_scan(root, "first")
+    scans = full_scans(root)
+    write(root / ".env", "TOKEN=ghp_" + "s3cr3t" * 6 + "\n")
+    write(root / "d" / "new.py", "x\n")
+    ckpt(root, "create", "-t", "t")
+    assert full_scans(root) == scans  # the changes only
+    incremental = checkpoint_tree(root)
+    head_blob = git(root, "rev-parse", "HEAD:.env")
+    assert f"{head_blob}\t.env" in "\n".join(listing(root, incremental))
+    assert "d/new.py" in "\n".join(listing(root, incremental))
+    watcher.activate(None)  # the same snapshot by a full scan
+    (root / ".git" / "agent" / "index").unlink()
+    ckpt(root, "create", "-t", "t")
+    assert checkpoint_tree(root) == incremental
+    new_blob = git(root, "hash-object", ".env")
+    probe = subprocess.run(["git", "cat-file", "-e", new_blob], cwd=root, capture_output=True)
+    assert probe.returncode != 0, "the edited secret was written to the object store"

@@ -27,16 +27,16 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.git import watcher
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
+from git_agentckpt.globs import match_excluded
 
 MAX_PATHSPECS = 2_000
-_IGNORED_NOTE = b"\nThe following paths are ignored by one of your .gitignore files:\n"
+_TREE = 0o040000
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,15 @@ class Plan:
     view: watcher.WatchView | None
     stamp: watcher.Stamp | None
     reason: str = ""
+
+
+def split_index(config: Sequence[str]) -> list[str]:
+    """In the daemon the private index is split (`core.splitIndex`): a write rewrites
+    only the entries changed since the shared part, not the whole index (at 250k files
+    the index is 22 MB, and each write hashes all of it). The shared part lives in the
+    git dir as `sharedindex.<sha1>`; git expires unused ones after two weeks, and a
+    private index whose shared part went is rebuilt from the user's index."""
+    return ["core.splitIndex=true" if c == "core.splitIndex=false" else c for c in config]
 
 
 def rules_digest(agent_dir: str, seeded: bool) -> str:
@@ -138,40 +147,172 @@ def _accepted_form(repo: GitRepo, tree: str, path: str) -> str | None:
     return path if known else None
 
 
-def add_paths(
+@dataclass
+class Update:
+    """What `update_paths` gave git: the paths to take from disk (added or updated)
+    and those to drop; `added`/`removed` for the steps after `add` (secrets, large
+    files, skipped entries), as `git add --verbose` would name them or more."""
+
+    take: list[str]
+    drop: list[str]
+    added: list[str]
+    removed: list[str]
+
+
+def update_paths(
     repo: GitRepo,
     agent_dir: str,
     env: Mapping[str, str],
     config: Sequence[str],
+    tree: str,
     paths: Sequence[str],
-) -> subprocess.CompletedProcess[bytes] | None:
-    """`git add -A --verbose` on `paths` (literal); None when git refused and the
-    caller must scan in full. Naming a path the ignore rules hide makes git exit 1
-    after adding the rest: that is a success here (the full scan would skip it too)."""
+    secret_paths: Sequence[str],
+) -> Update | None:
+    """`git add -A` on `paths`, done as git's own `update-index --add --remove --replace`
+    on the files they name (read from `tree`, the private index's content, and the
+    disk), with `check-ignore --no-index` deciding which new files git would skip.
+    Neither reads the index's name hash as `add` does (about 50 ms at 250k files).
+    None when the caller must scan in full (git refused, or an odd case)."""
+    try:
+        take, drop, new, became_dirs = _classify(repo, tree, paths)
+        if secret_paths:  # tracked secrets keep their pinned blob; new ones are excluded
+            take = [p for p in take if not match_excluded(secret_paths, p)]
+        take += _not_ignored(repo, config, new)
+    except (OSError, ValueError, UnicodeError) as exc:
+        watcher.log_line(agent_dir, f"full scan: cannot list the changed paths ({exc})")
+        return None
+    kept = set(take)
+    drop = [p for p in set(drop) - kept if not _below(p, kept)]  # --replace drops those
+    # entries git would look for through a link or a file, and files that became
+    # directories: removed by name first (`--force-remove` does not look at the disk)
+    forced = sorted({*became_dirs, *(p for p in drop if _through_link(repo.workdir, p))})
+    if forced and not _run_update(repo, agent_dir, env, config, ["--force-remove"], forced):
+        return None
+    drop = [p for p in drop if p not in set(forced)]
+    todo = sorted(kept) + sorted(drop)
+    if not todo:
+        return Update([], [], [], [])
+    if not _run_update(repo, agent_dir, env, config, ["--add", "--remove", "--replace"], todo):
+        return None
+    # `--verbose` says "add" for removals too: the lists are ours
+    return Update(take, drop, sorted(kept), sorted(drop))
+
+
+def _run_update(
+    repo: GitRepo,
+    agent_dir: str,
+    env: Mapping[str, str],
+    config: Sequence[str],
+    flags: Sequence[str],
+    paths: Sequence[str],
+) -> bool:
     proc = run_git(
-        [
-            "--literal-pathspecs",
-            *config,
-            "-c",
-            "advice.addIgnoredFile=false",
-            "add",
-            "-A",
-            "--verbose",
-            "--pathspec-from-file=-",
-            "--pathspec-file-nul",
-        ],
+        [*config, "update-index", *flags, "-z", "--stdin"],
         cwd=repo.workdir,
         env=env,
         input=b"".join(os.fsencode(p) + b"\0" for p in paths),
         check=False,
     )
-    if proc.returncode == 0:
-        return proc
-    if proc.returncode == 1 and _IGNORED_NOTE in b"\n" + proc.stderr:
-        return proc
-    first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-    watcher.log_line(agent_dir, "full scan: git refused the changed paths: " + " ".join(first))
-    return None
+    if proc.returncode != 0:
+        first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+        watcher.log_line(agent_dir, "full scan: git refused the changed paths: " + " ".join(first))
+    return proc.returncode == 0
+
+
+def _classify(
+    repo: GitRepo, tree: str, paths: Sequence[str]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(tracked paths to update, paths to drop, untracked candidates, files that
+    became directories)."""
+    take: list[str] = []
+    drop: list[str] = []
+    new: list[str] = []
+    became_dirs: list[str] = []
+    for path in paths:
+        entry = repo.tree_entry(tree, path)
+        was_dir = entry is not None and entry[1] == _TREE
+        try:
+            mode = os.lstat(os.path.join(repo.workdir, path)).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            drop.append(path)
+            if was_dir and entry is not None:
+                drop += _files_under(repo, entry[0], path)
+            continue
+        if was_dir and entry is not None and not stat.S_ISDIR(mode):
+            drop += _files_under(repo, entry[0], path)  # a directory became a file or link
+        if not stat.S_ISDIR(mode) or os.path.lexists(os.path.join(repo.workdir, path, ".git")):
+            (take if entry is not None and not was_dir else new).append(path)
+            continue
+        if entry is not None and not was_dir:
+            became_dirs.append(path)  # a file became a directory: --replace drops the file
+            entry = None
+        known = set(_files_under(repo, entry[0], path)) if entry is not None else set()
+        on_disk = _walk(repo.workdir, path)
+        take += [p for p in on_disk if p in known]
+        new += [p for p in on_disk if p not in known]
+        drop += sorted(known - set(on_disk))
+    return take, drop, new, became_dirs
+
+
+def _below(path: str, dirs: set[str]) -> bool:
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in dirs for i in range(1, len(parts)))
+
+
+def _through_link(workdir: str, path: str) -> bool:
+    """Whether an ancestor of `path` on disk is not a directory (a link, a file): git
+    would look through it instead of seeing the path gone."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        try:
+            mode = os.lstat(os.path.join(workdir, *parts[:i])).st_mode
+        except OSError:
+            return False
+        if not stat.S_ISDIR(mode):
+            return True
+    return False
+
+
+def _files_under(repo: GitRepo, tree: str, prefix: str) -> list[str]:
+    return [f"{prefix}/{f.path}" for f in repo.tree_files(tree)]
+
+
+def _walk(workdir: str, top: str) -> list[str]:
+    """Files, links and nested repositories below `top` (a directory), as git lists them."""
+    out: list[str] = []
+    stack = [top]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(workdir, rel)) as it:
+            for entry in it:
+                if entry.name == ".git":
+                    continue
+                path = f"{rel}/{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    if os.path.lexists(os.path.join(entry.path, ".git")):
+                        out.append(path)  # a nested repository: one gitlink
+                    else:
+                        stack.append(path)
+                else:
+                    out.append(path)
+    return out
+
+
+def _not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> list[str]:
+    """The untracked `paths` git's ignore rules keep (`check-ignore --no-index`: the
+    same rules as `add`, a directory's exclusion included, without reading the index)."""
+    if not paths:
+        return []
+    proc = run_git(
+        [*config, "check-ignore", "--no-index", "-z", "--stdin"],
+        cwd=repo.workdir,
+        input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+        check=False,
+    )
+    if proc.returncode not in (0, 1):
+        raise ValueError("git check-ignore failed")
+    ignored = {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+    return [p for p in paths if p not in ignored]
 
 
 def finish(agent_dir: str, chosen: Plan, tree: str, rules: str) -> None:

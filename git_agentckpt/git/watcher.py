@@ -250,6 +250,8 @@ class TreeWatcher:
                 return  # the repository itself: never watched
             self._nested_changed(base, mask)
             return
+        if mask & IN_ISDIR and mask & IN_ATTRIB:
+            return  # a directory's own mode or times: nothing git records
         self._mark(path)
         if mask & IN_ISDIR:
             if mask & IN_MOVED_FROM or mask & IN_DELETE:

@@ -334,20 +334,24 @@ def _add_and_write(
     base = agent_dir(repo)
     rules = incremental.rules_digest(base, seeded)
     chosen = incremental.plan(repo, base, rules, sparse)
-    proc = _add_changed(repo, base, env, config, chosen)
-    if proc is None:
+    if chosen.view is not None:
+        config = incremental.split_index(config)
+    update = _update_changed(repo, base, env, config, chosen, secret_paths)
+    if update is None:
         if chosen.reason:
             watcher.log_line(base, "full scan: " + chosen.reason)
         chosen = incremental.Plan(None, chosen.view, None, chosen.reason)
-        proc = _add_all(repo, env, config, sparse)
-    added, removed = _added_removed(proc.stdout)
+        added, removed = _added_removed(_add_all(repo, env, config, sparse).stdout)
+    else:
+        added, removed = update.added, update.removed
     if not seeded and any(os.path.basename(p) == ".gitignore" for p in (*added, *removed)):
         # Ignore rules changed: a file the private index took in while it was not
         # ignored would stay tracked there. Start again from the user's index.
         env, config, _ = _prepare(repo, secret_paths, reseed=True)
+        if chosen.view is not None:
+            config = incremental.split_index(config)
         chosen = incremental.Plan(None, chosen.view, None, "a .gitignore changed")
-        proc = _add_all(repo, env, config, sparse)
-        added, removed = _added_removed(proc.stdout)
+        added, removed = _added_removed(_add_all(repo, env, config, sparse).stdout)
     private_index.remember_dropped(repo, base, removed)
     added += large.added_paths(private_index.bring_back_dropped(repo, base, env))
     secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
@@ -356,7 +360,7 @@ def _add_and_write(
     private_index.keep_skipped(repo, agent_dir(repo), env, removed)
     tree = incremental.unchanged_tree(base, chosen)
     if tree is None:
-        tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+        tree = run_git([*config, "write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     incremental.finish(base, chosen, tree, incremental.rules_digest(base, False))
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
@@ -364,20 +368,21 @@ def _add_and_write(
     return tree, changed
 
 
-def _add_changed(
+def _update_changed(
     repo: GitRepo,
     base: str,
     env: Mapping[str, str],
     config: Sequence[str],
     chosen: incremental.Plan,
-) -> subprocess.CompletedProcess[bytes] | None:
-    """`git add -A` on the paths the daemon's watcher saw change (`incremental.py`);
-    None when the whole tree must be scanned."""
-    if chosen.paths is None:
+    secret_paths: Sequence[str],
+) -> incremental.Update | None:
+    """`add -A` of the paths the daemon's watcher saw change (`incremental.py`); None
+    when the whole tree must be scanned."""
+    if chosen.paths is None or chosen.stamp is None:
         return None
-    if not chosen.paths:  # nothing changed: nothing for git to look at
-        return subprocess.CompletedProcess([], 0, b"", b"")
-    return incremental.add_paths(repo, base, env, config, chosen.paths)
+    return incremental.update_paths(
+        repo, base, env, config, chosen.stamp.tree, chosen.paths, secret_paths
+    )
 
 
 def _add_all(
