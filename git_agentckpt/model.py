@@ -383,6 +383,17 @@ def is_tool_only(type_: str) -> bool:
     return type_.split(".", 1)[0] in TOOL_ONLY_NAMESPACES
 
 
+STOP_TYPES = ("quota", "rate_limit", "error")
+
+
+def is_stop_signal(ev: Event) -> bool:
+    """An event saying why a session stopped (a quota, a rate limit, an error)."""
+    head = ev.type.split(".", 1)[0]
+    if head in STOP_TYPES or ev.type.endswith((".error", ".quota", ".rate_limit")):
+        return True
+    return isinstance(ev.data.get("error"), str | dict) and not is_tool_only(ev.type)
+
+
 def check_external_event_type(type_: str) -> None:
     """Refuse, from `git ckpt event` and the API, a type only the tool may write."""
     check_event_type(type_)

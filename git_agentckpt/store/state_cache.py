@@ -106,21 +106,7 @@ class StateCache:
         return None if raw is None else _parse(raw, task)
 
     def _read(self, task: str) -> str | None:
-        try:
-            with open(self.path(task), "rb") as fh:
-                data = fh.read(64 << 20)
-        except OSError:
-            return None
-        head, sep, payload = data.partition(b"\n")
-        if not sep or not head.startswith(FORMAT.encode() + b" "):
-            return None
-        digest = head[len(FORMAT) + 1 :].decode("ascii", "replace")
-        if hashlib.sha256(payload).hexdigest() != digest:
-            return None  # torn, garbled or edited: never used
-        try:
-            return payload.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
+        return read_sealed(self.path(task))
 
     def save(self, task: str, cached: CachedState) -> None:
         """Write the file atomically (temporary name + rename); errors are ignored: the
@@ -136,18 +122,43 @@ class StateCache:
             separators=(",", ":"),
             sort_keys=True,
         )
-        data = payload.encode("ascii")
-        head = f"{FORMAT} {hashlib.sha256(data).hexdigest()}\n".encode()
-        path = self.path(task)
-        tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        write_sealed(self.path(task), payload)
+
+
+def read_sealed(path: str) -> str | None:
+    """The payload of a file `write_sealed` wrote; None when it is missing, torn, garbled
+    or edited (its digest does not match)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(256 << 20)
+    except OSError:
+        return None
+    head, sep, payload = data.partition(b"\n")
+    if not sep or not head.startswith(FORMAT.encode() + b" "):
+        return None
+    digest = head[len(FORMAT) + 1 :].decode("ascii", "replace")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        return None
+    try:
+        return payload.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def write_sealed(path: str, payload: str) -> None:
+    """`payload` (ASCII JSON) under a line naming the format and its sha256, written to a
+    temporary name and renamed into place; errors are ignored (a cache only saves work)."""
+    data = payload.encode("ascii")
+    head = f"{FORMAT} {hashlib.sha256(data).hexdigest()}\n".encode()
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.makedirs(self.dir, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, head + data)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            os.write(fd, head + data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
