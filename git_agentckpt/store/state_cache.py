@@ -85,7 +85,7 @@ def _parse(payload: str, task: str) -> CachedState | None:
         return None
     if not _valid_skipped(skipped):
         return None
-    return CachedState(key, state, skipped)
+    return CachedState(key, state, list(skipped or []))
 
 
 class StateCache:
