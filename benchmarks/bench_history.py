@@ -154,7 +154,7 @@ def in_process(repo: Path, rounds: int) -> list[dict[str, object]]:
     import git_agentckpt
     from git_agentckpt.store.refs import TaskName
 
-    def fresh() -> git_agentckpt.Checkpointer:
+    def fresh() -> git_agentckpt.api.Checkpointer:
         return git_agentckpt.open(str(repo))
 
     def state_cold(task: str) -> Callable[[], object]:

@@ -115,7 +115,7 @@ def test_a_tampered_or_garbage_cache_is_ignored(repo: Path) -> None:
     start(repo, "u")
     (other,) = [p for p in cache_dir(repo).glob("*.json") if p != path]
     path.write_bytes(other.read_bytes())
-    assert warm(repo) == truth and warm(repo, "u")[0]["task"] == "u"  # type: ignore[index]
+    assert warm(repo) == truth and warm(repo, "u")[0]["task"] == "u"
     path.unlink()
     path.mkdir()  # not even a file: the read works, the cache is skipped
     assert warm(repo) == truth
@@ -147,7 +147,7 @@ def test_moved_refs_invalidate_it(repo: Path) -> None:
     old_tip = git(repo, "rev-parse", "refs/agent/events/t")
     ckpt(repo, "step", "start", "t", "s1")  # a new event
     moved = warm(repo)
-    assert moved[0]["current_step"] == "s1" and moved == cold(repo)  # type: ignore[index]
+    assert moved[0]["current_step"] == "s1" and moved == cold(repo)
     new_tip = git(repo, "rev-parse", "refs/agent/events/t")
     git(repo, "update-ref", "refs/agent/events/t", old_tip)  # the log rewound
     assert warm(repo) == before == cold(repo)
@@ -155,10 +155,10 @@ def test_moved_refs_invalidate_it(repo: Path) -> None:
     assert warm(repo) == moved
     ckpt(repo, "create", "-t", "t", "-m", "next")  # a new checkpoint (and note)
     after = warm(repo)
-    assert after == cold(repo) and after[0]["current_step"] == "s1"  # type: ignore[index]
+    assert after == cold(repo) and after[0]["current_step"] == "s1"
     forge_event(repo, "t", "step.start", {"step": "s9"})  # refused by replay: named
     skipped = warm(repo)[1]
-    assert [s["type"] for s in skipped] == ["step.start"]  # type: ignore[index]
+    assert [s["type"] for s in skipped] == ["step.start"]
     assert warm(repo) == cold(repo)
 
 
@@ -175,14 +175,14 @@ def test_fetched_events_invalidate_it(tmp_path: Path) -> None:
     start(a)
     ckpt(a, "push")
     ckpt(b, "fetch")
-    assert warm(b)[0]["current_step"] is None  # type: ignore[index]
+    assert warm(b)[0]["current_step"] is None
     ckpt(b, "event", "t", "--type", "note", "--json", '{"n": 1}')  # b's log diverges
     warm(b)
     ckpt(a, "step", "start", "t", "s1")
     ckpt(a, "push")
     ckpt(b, "fetch")  # a union merge brings a's step.start into b's log
     state = warm(b)
-    assert state[0]["current_step"] == "s1" and state == cold(b)  # type: ignore[index]
+    assert state[0]["current_step"] == "s1" and state == cold(b)
 
 
 OPS = st.lists(
@@ -264,7 +264,7 @@ def test_concurrent_writers_never_leave_a_torn_cache(repo: Path) -> None:
     assert len(list(cache_dir(repo).glob("*.json"))) == 1
     assert StateCache(str(repo / ".git"))._read("t") is not None  # whole, digest matches
     assert warm(repo) == cold(repo)
-    assert warm(repo)[0]["current_step"] == "s3"  # type: ignore[index]
+    assert warm(repo)[0]["current_step"] == "s3"
 
 
 def test_a_cache_that_cannot_be_written_is_skipped(repo: Path) -> None:
