@@ -14,6 +14,7 @@ file, builds it again from the whole log. It is the same list a full read filter
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from git_agentckpt.model import Event, dumps, is_stop_signal, is_tool_only
 from git_agentckpt.store.events import EventLog, events_of
@@ -29,7 +30,22 @@ def _path(log: EventLog, task: TaskName) -> str:
     return StateCache(log.repo.git_dir).path(task.name)[: -len(".json")] + ".idx"
 
 
-def _load(path: str, task: TaskName) -> tuple[str, list[str]] | None:
+CALL_TYPES = ("tool.call", "model.call")  # what `tick` counts (tick.py)
+
+
+@dataclass(frozen=True)
+class Index:
+    """The key events of a log tip, oldest first; `calls_before[i]`: how many tool and
+    model calls the log holds before `events[i]`; `calls`: how many in all."""
+
+    tip: str
+    lines: list[str]
+    events: list[Event]
+    calls_before: list[int]
+    calls: int
+
+
+def _load(path: str, task: TaskName) -> Index | None:
     raw = read_sealed(path)
     if raw is None:
         return None
@@ -39,12 +55,20 @@ def _load(path: str, task: TaskName) -> tuple[str, list[str]] | None:
         return None
     if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("task") != task.name:
         return None
-    tip, lines = obj.get("tip"), obj.get("lines")
-    if not isinstance(tip, str) or not isinstance(lines, list):
+    tip, lines, before, calls = (
+        obj.get("tip"),
+        obj.get("lines"),
+        obj.get("before"),
+        obj.get("calls"),
+    )
+    if not (isinstance(tip, str) and isinstance(lines, list) and isinstance(before, list)):
         return None
-    if not all(isinstance(x, str) for x in lines):
+    if not isinstance(calls, int) or len(before) != len(lines):
         return None
-    return tip, lines
+    if not all(isinstance(x, str) for x in lines) or not all(isinstance(n, int) for n in before):
+        return None
+    events = _parse(lines)
+    return None if events is None else Index(tip, lines, events, before, calls)
 
 
 def _parse(lines: list[str]) -> list[Event] | None:
@@ -55,43 +79,66 @@ def _parse(lines: list[str]) -> list[Event] | None:
         return None
 
 
-# In-process copy of the last index read or written per file: (log tip, events). The
-# tip is still compared with the ref on every call.
-_memo: dict[str, tuple[str, list[str], list[Event]]] = {}
+# In-process copy of the last index read or written per file; its tip is still
+# compared with the ref on every call.
+_memo: dict[str, Index] = {}
 
 
 def key_events(log: EventLog, task: TaskName) -> list[Event]:
     """The task's key events (`is_key_event`), oldest first."""
+    index = read_index(log, task)
+    return [] if index is None else list(index.events)
+
+
+def read_index(log: EventLog, task: TaskName) -> Index | None:
+    """The index of the log's tip (None: no log): from the file when its tip is the
+    ref's, extended when the log only grew since, else built from the whole log."""
     head = log.repo.read_ref(task.events_ref)
     if head is None:
-        return []
+        return None
     path = _path(log, task)
-    memo = _memo.get(path)
-    if memo is not None and memo[0] == head:
-        return list(memo[2])
-    cached = _load(path, task)
-    old = _parse(cached[1]) if cached is not None else None
-    if cached is not None and old is not None and cached[0] == head:
-        _memo[path] = (head, cached[1], old)
-        return list(old)
-    stop = cached[0] if cached is not None and old is not None else None
-    new: list[Event] = []
+    cached = _memo.get(path)
+    if cached is None or cached.tip != head:
+        cached = _load(path, task)
+    if cached is None or cached.tip != head:
+        cached = _extend(log, head, cached)
+        payload = {
+            "kind": "index",
+            "task": task.name,
+            "tip": head,
+            "lines": cached.lines,
+            "before": cached.calls_before,
+            "calls": cached.calls,
+        }
+        write_sealed(path, json.dumps(payload, ensure_ascii=True, separators=(",", ":")))
+    if len(_memo) >= 32 and path not in _memo:  # a long-lived process that reads many logs
+        _memo.pop(next(iter(_memo)))
+    _memo[path] = cached
+    return cached
+
+
+def _extend(log: EventLog, head: str, old: Index | None) -> Index:
+    """The index of `head`: `old`'s plus the commits after it when `old.tip` is on
+    `head`'s first-parent chain, else built from the whole log."""
+    segment: list[Event] = []  # newest first
     reached = False
     for info in log.repo.walk(head):
-        if info.id == stop:
+        if old is not None and info.id == old.tip:
             reached = True
             break
-        new.extend(ev for ev in reversed(events_of(info)) if is_key_event(ev))
-    new.reverse()
-    lines = [dumps(e.to_json()) for e in new]
-    if reached and cached is not None and old is not None:
-        lines, new = [*cached[1], *lines], [*old, *new]
-    payload = {"kind": "index", "task": task.name, "tip": head, "lines": lines}
-    write_sealed(path, json.dumps(payload, ensure_ascii=True, separators=(",", ":")))
-    if len(_memo) >= 32:  # a long-lived process that reads many logs
-        _memo.pop(next(iter(_memo)))
-    _memo[path] = (head, lines, new)
-    return list(new)
+        segment.extend(reversed(events_of(info)))
+    segment.reverse()
+    base = old if reached and old is not None else Index(head, [], [], [], 0)
+    lines, events = list(base.lines), list(base.events)
+    before, calls = list(base.calls_before), base.calls
+    for ev in segment:
+        if is_key_event(ev):
+            events.append(ev)
+            lines.append(dumps(ev.to_json()))
+            before.append(calls)
+        if ev.type in CALL_TYPES:
+            calls += 1
+    return Index(head, lines, events, before, calls)
 
 
 def last_own_events(log: EventLog, task: TaskName, n: int) -> list[Event]:
@@ -109,4 +156,4 @@ def last_own_events(log: EventLog, task: TaskName, n: int) -> list[Event]:
     return out
 
 
-__all__ = ["is_key_event", "key_events", "last_own_events"]
+__all__ = ["CALL_TYPES", "Index", "is_key_event", "key_events", "last_own_events", "read_index"]
