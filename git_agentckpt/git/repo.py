@@ -27,7 +27,6 @@ from git_agentckpt.errors import (
 from git_agentckpt.git import convert
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
-from git_agentckpt.git.leftovers import break_if_abandoned
 from git_agentckpt.git.run import stream_records, target
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
@@ -288,6 +287,8 @@ class GitRepo:
     def _break_stale_lock(self, name: str) -> None:
         """A ref lock left by a killed writer (libgit2 holds one for microseconds), removed
         only when no live process can own it (`git/leftovers.py`)."""
+        from git_agentckpt.git.leftovers import break_if_abandoned  # rare: not at start-up
+
         for lock in (
             os.path.join(self.common_dir, name + ".lock"),
             os.path.join(self.common_dir, "packed-refs.lock"),

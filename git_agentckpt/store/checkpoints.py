@@ -20,7 +20,6 @@ from git_agentckpt.errors import CkptError, ConflictError, CorruptError, NotFoun
 from git_agentckpt.git.large import assertion as large_assertion
 from git_agentckpt.git.notes import note_id, read_note, write_notes
 from git_agentckpt.git.repo import CommitInfo, GitRepo
-from git_agentckpt.git.worktree import large_files, locked, snapshot_tree
 from git_agentckpt.model import (
     JSON,
     NewEvent,
@@ -300,6 +299,8 @@ class CheckpointStore:
         """
         lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
         os.makedirs(lock_dir, exist_ok=True)
+        from git_agentckpt.git.worktree import locked  # writes only: not at start-up
+
         with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
             return retry(
                 lambda: self._create_once(
@@ -352,6 +353,8 @@ class CheckpointStore:
         snapshot; large files the snapshot leaves out are pinned as assertions instead."""
         repo = self.repo
         if not light:
+            from git_agentckpt.git.worktree import large_files, snapshot_tree
+
             tree = snapshot_tree(repo, secret_paths)
             return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
         if prev is not None:

@@ -20,7 +20,6 @@ simply runs without the cache.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -96,6 +95,8 @@ class StateCache:
         self.dir = os.path.join(git_dir, "agent", "state")
 
     def path(self, task: str) -> str:
+        import hashlib  # not at start-up (a command that reads no state needs none)
+
         digest = hashlib.sha256(task.encode("utf-8", "surrogateescape")).hexdigest()
         return os.path.join(self.dir, digest[:32] + ".json")
 
@@ -133,6 +134,8 @@ def read_sealed(path: str) -> str | None:
             data = fh.read(256 << 20)
     except OSError:
         return None
+    import hashlib
+
     head, sep, payload = data.partition(b"\n")
     if not sep or not head.startswith(FORMAT.encode() + b" "):
         return None
@@ -148,6 +151,8 @@ def read_sealed(path: str) -> str | None:
 def write_sealed(path: str, payload: str) -> None:
     """`payload` (ASCII JSON) under a line naming the format and its sha256, written to a
     temporary name and renamed into place; errors are ignored (a cache only saves work)."""
+    import hashlib
+
     data = payload.encode("ascii")
     head = f"{FORMAT} {hashlib.sha256(data).hexdigest()}\n".encode()
     tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
