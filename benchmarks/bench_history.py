@@ -268,6 +268,24 @@ def log_rows(repo: Path, work: Path, rounds: int, task: str) -> list[dict[str, o
     return rows
 
 
+def small_repo(root: Path) -> Path:
+    """A repository with one short task: `list` and `log -n 10` as a user first runs them."""
+    import git_agentckpt
+
+    repo = root / "small-repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "f.txt").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    ck = git_agentckpt.open(str(repo))
+    ck.task_start("small", "a short task", [("s1", "one")])
+    for i in range(20):
+        ck.event("small", "tool.call", {"input": f"pytest {i}"})
+    ck.create("small", message="mid")
+    return repo
+
+
 def cold_rows(repo: Path, work: Path, rounds: int) -> list[dict[str, object]]:
     env = cli_env(work, server=False)
     exe = cli_path()
@@ -324,7 +342,7 @@ def main() -> None:
         rows += log_rows(repo, work, args.rounds, "long")
         if args.log_events:
             rows += log_rows(repo, work, max(3, args.rounds // 2), "biglog")
-        rows += cold_rows(repo, work, args.rounds)
+        rows += cold_rows(small_repo(work), work, args.rounds)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -196,11 +196,8 @@ def log(ctx: click.Context, task: str, limit: int | None, full: bool, as_json: b
         if as_json:
             out.append(e.json_line())
         else:
-            ev = e.event
             merged_seen = merged_seen or e.merged
-            mark = "*" if e.merged else " "
-            apart = f"  {e.stored_apart}" if e.stored_apart else ""
-            out.append(f"{ev.seq:>5}{mark} {ev.ts}  {ev.summary().split(' ', 1)[1]}{apart}")
+            out.append(e.text_line())
         if len(out) >= 512:
             click.echo("\n".join(out))
             out.clear()

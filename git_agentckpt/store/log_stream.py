@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.repo import CommitInfo
-from git_agentckpt.model import JSON, Event
+from git_agentckpt.model import JSON, Event, summary_of
 from git_agentckpt.paths import json_safe
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.payloads import MARK, load, placeholder, refs_in
@@ -39,6 +39,15 @@ class LogEntry:
     @property
     def event(self) -> Event:
         return Event.from_json(self.obj)
+
+    def text_line(self) -> str:
+        """`  seq* ts  type step=… - message  [output: 98 KiB stored apart]`: the line
+        `git ckpt log` prints (from the checked object: no Event is built per line)."""
+        o = self.obj
+        what = summary_of(o["seq"], o["type"], o.get("links") or {}, o["actor"], o.get("data"))
+        mark = "*" if self.merged else " "
+        apart = f"  {self.stored_apart}" if self.stored_apart else ""
+        return f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
 
     def json_line(self) -> str:
         """One compact JSON line, keys sorted (the stored text when it is canonical)."""

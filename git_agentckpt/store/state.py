@@ -108,9 +108,12 @@ def replay(
 def read_task(store: CheckpointStore, log: EventLog, task: TaskName) -> TaskView:
     """The current state: from the cache when the refs still name what it was computed
     from (store/state_cache.py), else from the tip's note and the events after it."""
-    head = log.repo.read_ref(task.events_ref)
+    # The tip (and its note) before the log: a checkpoint's prepare is logged before its
+    # ref moves, so the log read after a tip always holds that tip's prepare. (The log
+    # first could pair an old log with a newer tip, and replay events the note holds.)
     tip = store.tip(task)
     note = store.state_note_id(tip.commit) if tip is not None else None
+    head = log.repo.read_ref(task.events_ref)
     key = StateKey(head, tip.commit if tip is not None else None, note)
     cache = StateCache(log.repo.git_dir)
     cached = cache.load(task.name)
