@@ -26,7 +26,7 @@ from git_agentckpt.model import JSON, Event, RunInfo
 from git_agentckpt.settings import CONTRACTS_DIR, SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.workspace import EventLike, RestoreResult, StepNotStartable, Workspace
+from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
     from git_agentckpt.contracts.approvals import PendingCommand
@@ -37,10 +37,20 @@ if TYPE_CHECKING:
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
+    from git_agentckpt.store.restoring import RestoreResult as RestoreResult
     from git_agentckpt.store.share import ShareResult as ShareResult
     from git_agentckpt.tick import TickResult
 
 __all__ = ["Checkpointer", "EventLike", "RestoreResult", "RunInfo"]
+
+
+def __getattr__(name: str) -> Any:
+    """`RestoreResult` on first use (restore's modules are not loaded at start-up)."""
+    if name == "RestoreResult":
+        from git_agentckpt.store.restoring import RestoreResult
+
+        return RestoreResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Checkpointer(Workspace):

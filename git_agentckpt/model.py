@@ -126,20 +126,27 @@ class Event:
 
     def summary(self) -> str:
         """One readable line: the subject of the event's commit."""
-        bits = [self.type]
-        step = self.links.get("step")
-        if step:
-            bits.append(f"step={step}")
-        ckpt = self.links.get("checkpoint")
-        if isinstance(ckpt, str):
-            bits.append(f"checkpoint={ckpt[:12]}")
-        agent = self.actor.get("agent")
-        if agent:
-            bits.append(f"by {agent}")
-        text = self.data.get("message") or self.data.get("status")
-        if isinstance(text, str) and text:
-            bits.append(f"- {text[:60]}")
-        return f"#{self.seq} " + " ".join(str(b) for b in bits)
+        return summary_of(self.seq, self.type, self.links, self.actor, self.data)
+
+
+def summary_of(
+    seq: JSON, type_: str, links: Mapping[str, JSON], actor: Mapping[str, JSON], data: Any
+) -> str:
+    """`Event.summary` from the fields (a reader of a long log calls it per line)."""
+    bits = [type_]
+    step = links.get("step")
+    if step:
+        bits.append(f"step={step}")
+    ckpt = links.get("checkpoint")
+    if isinstance(ckpt, str):
+        bits.append(f"checkpoint={ckpt[:12]}")
+    agent = actor.get("agent")
+    if agent:
+        bits.append(f"by {agent}")
+    text = (data.get("message") or data.get("status")) if isinstance(data, dict) else None
+    if isinstance(text, str) and text:
+        bits.append(f"- {text[:60]}")
+    return f"#{seq} " + " ".join(str(b) for b in bits)
 
 
 @dataclass(frozen=True)
@@ -381,6 +388,17 @@ TOOL_ONLY_NAMESPACES = (
 def is_tool_only(type_: str) -> bool:
     """Event types that change state or prove the write-ahead order: the tool writes them."""
     return type_.split(".", 1)[0] in TOOL_ONLY_NAMESPACES
+
+
+STOP_TYPES = ("quota", "rate_limit", "error")
+
+
+def is_stop_signal(ev: Event) -> bool:
+    """An event saying why a session stopped (a quota, a rate limit, an error)."""
+    head = ev.type.split(".", 1)[0]
+    if head in STOP_TYPES or ev.type.endswith((".error", ".quota", ".rate_limit")):
+        return True
+    return isinstance(ev.data.get("error"), str | dict) and not is_tool_only(ev.type)
 
 
 def check_external_event_type(type_: str) -> None:

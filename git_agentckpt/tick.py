@@ -17,11 +17,10 @@ from git_agentckpt.model import JSON, NewEvent, RunInfo, find_step
 from git_agentckpt.settings import SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
+from git_agentckpt.store.log_index import read_index
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import Workspace
 from git_agentckpt.triggers import Decision, Policy, Signals, decide
-
-CALL_TYPES = ("tool.call", "model.call")
 
 
 @dataclass(frozen=True)
@@ -64,28 +63,33 @@ def _share(usage: Any) -> float | None:
 def _scan(
     ck: Workspace, task: TaskName, tip: Checkpoint | None, last_full: Checkpoint | None
 ) -> tuple[int, int, bool]:
-    """One walk back through the log to the last full checkpoint's `prepare`.
+    """From the log's index of key events (store/log_index.py: no walk of the log).
 
     Returns the tool/model calls since the tip, the steps ended since the last full
     checkpoint, and whether the newest `trigger.decision` since then still owes a
     full checkpoint (a full checkpoint pays any older debt).
     """
-    calls = steps = 0
-    owed: bool | None = None
-    before_tip = False  # no tip: every call counts
-    for ev in ck.log.iter_back(task):
-        if ev.type == "checkpoint.prepare":
-            commit = ev.links.get("checkpoint")
-            before_tip = before_tip or (tip is not None and commit == tip.commit)
-            if last_full is not None and commit == last_full.commit:
-                break
-        if ev.type in CALL_TYPES and not before_tip:
-            calls += 1
-        elif ev.type == "step.end":
-            steps += 1
-        elif ev.type == "trigger.decision" and owed is None:
-            owed = bool((ev.data.get("decision") or {}).get("full_pending"))
-    return calls, steps, bool(owed)
+    index = read_index(ck.log, task)
+    if index is None:
+        return 0, 0, False
+    events = index.events
+
+    def newest_prepare(commit: str) -> int | None:
+        for i in range(len(events) - 1, -1, -1):
+            ev = events[i]
+            if ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == commit:
+                return i
+        return None
+
+    at_tip = newest_prepare(tip.commit) if tip is not None else None
+    at_full = newest_prepare(last_full.commit) if last_full is not None else None
+    found = [i for i in (at_tip, at_full) if i is not None]
+    calls = index.calls - index.calls_before[max(found)] if found else index.calls
+    since_full = events[at_full + 1 :] if at_full is not None else events
+    steps = sum(1 for ev in since_full if ev.type == "step.end")
+    decision = next((ev for ev in reversed(since_full) if ev.type == "trigger.decision"), None)
+    owed = decision is not None and bool((decision.data.get("decision") or {}).get("full_pending"))
+    return calls, steps, owed
 
 
 def derive_signals(ck: Workspace, task: TaskName, given: Signals, explicit: set[str]) -> Signals:

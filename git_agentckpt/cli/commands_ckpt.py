@@ -12,7 +12,7 @@ import click
 
 from git_agentckpt.cli.common import open_ckpt, parse_params, read_json_arg
 from git_agentckpt.cli.main import cli
-from git_agentckpt.cli.output import emit_json, emit_jsonl, json_option, short
+from git_agentckpt.cli.output import emit_json, json_option, short
 from git_agentckpt.errors import BadStateError
 from git_agentckpt.paths import json_fields, to_json
 
@@ -184,18 +184,26 @@ def show(ctx: click.Context, checkpoint: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("task")
 @click.option("-n", "--limit", type=click.IntRange(min=1), help="Only the last N events.")
+@click.option("--full", is_flag=True, help="Load payloads stored apart (above 64 KiB).")
 @json_option
 @click.pass_context
-def log(ctx: click.Context, task: str, limit: int | None, as_json: bool) -> None:
-    """Show the event log of TASK (text, or JSON Lines with --json)."""
-    marked = open_ckpt(ctx).events_marked(task, limit)
-    if as_json:
-        emit_jsonl([e.to_json() for e, _ in marked])
-        return
-    for e, merged in marked:
-        mark = "*" if merged else " "
-        click.echo(f"{e.seq:>5}{mark} {e.ts}  {e.summary().split(' ', 1)[1]}")
-    if any(merged for _, merged in marked):
+def log(ctx: click.Context, task: str, limit: int | None, full: bool, as_json: bool) -> None:
+    """Show the event log of TASK (text, or JSON Lines with --json), oldest first."""
+    entries = open_ckpt(ctx).log_entries(task, limit, full)
+    out: list[str] = []
+    merged_seen = False
+    for e in entries:  # printed as read: memory stays flat on a long log
+        if as_json:
+            out.append(e.json_line())
+        else:
+            merged_seen = merged_seen or e.merged
+            out.append(e.text_line())
+        if len(out) >= 512:
+            click.echo("\n".join(out))
+            out.clear()
+    if out:
+        click.echo("\n".join(out))
+    if merged_seen:
         click.echo("(* merged from another clone by fetch: its own number and time, in the order")
         click.echo("   the merge brought it in; numbers may repeat and times go back there)")
 

@@ -21,7 +21,6 @@ walk of the working tree at every snapshot.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -46,6 +45,8 @@ class LargeFile:
 
 
 def sha256_of(full: str) -> str:
+    import hashlib  # not at start-up: OpenSSL's loader costs a few ms
+
     h = hashlib.sha256()
     with open(full, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

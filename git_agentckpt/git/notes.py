@@ -31,15 +31,29 @@ def read_note(repo: GitRepo, notes_ref: str, target: str) -> bytes | None:
 
 def read_note_at(repo: GitRepo, top: str, target: str) -> bytes | None:
     """Find the note for `target` in a notes tree of any fan-out depth."""
+    blob = note_id_at(repo, top, target)
+    return None if blob is None else repo.read_blob(blob)
+
+
+def note_id(repo: GitRepo, notes_ref: str, target: str) -> str | None:
+    """The blob id of the note on `target` (None: no note), without reading the note."""
+    tip = repo.read_ref(notes_ref)
+    if tip is None:
+        return None
+    return note_id_at(repo, _top_tree(repo, tip), target)
+
+
+def note_id_at(repo: GitRepo, top: str, target: str) -> str | None:
+    """The blob id of `target`'s note in a notes tree of any fan-out depth: one entry
+    looked up per level (a top tree has up to 256 buckets)."""
     tree = top
     rest = target
     while True:
-        entries = repo.tree_entries(tree)
-        hit = entries.get(rest)
+        hit = repo.tree_entry(tree, rest)
         if hit is not None and hit[1] != _TREE:
-            return repo.read_blob(hit[0])
-        sub = entries.get(rest[:2])
-        if sub is None or sub[1] != _TREE or len(rest) <= 2:
+            return hit[0]
+        sub = repo.tree_entry(tree, rest[:2]) if len(rest) > 2 else None
+        if sub is None or sub[1] != _TREE:
             return None
         tree, rest = sub[0], rest[2:]
 

@@ -27,8 +27,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git import convert
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
-from git_agentckpt.git.leftovers import break_if_abandoned
-from git_agentckpt.git.run import target
+from git_agentckpt.git.run import stream_records, target
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -288,6 +287,8 @@ class GitRepo:
     def _break_stale_lock(self, name: str) -> None:
         """A ref lock left by a killed writer (libgit2 holds one for microseconds), removed
         only when no live process can own it (`git/leftovers.py`)."""
+        from git_agentckpt.git.leftovers import break_if_abandoned  # rare: not at start-up
+
         for lock in (
             os.path.join(self.common_dir, name + ".lock"),
             os.path.join(self.common_dir, "packed-refs.lock"),
@@ -465,6 +466,16 @@ class GitRepo:
             info = self.read_commit(current)
             yield info
             current = info.parents[0] if info.parents else None
+
+    def walk_oldest_first(self, tip: str) -> Iterator[CommitInfo]:
+        """The first-parent chain from its root to `tip`, oldest first, read as `git log`
+        writes it (one commit at a time: the messages are never all in memory).
+        `time` is not read (0)."""
+        args = ["log", "-z", "--first-parent", "--reverse", "--format=%H %T %P%n%B", tip, "--"]
+        for record in stream_records(args, cwd=self.workdir):
+            head, _, message = record.partition(b"\n")
+            ids = head.decode("ascii").split()
+            yield CommitInfo(ids[0], ids[1], tuple(ids[2:]), message.decode("utf-8", "replace"), 0)
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from git_agentckpt.errors import OperationFailed, RepositoryError
 from git_agentckpt.git.syserr import git_failure
@@ -124,3 +124,37 @@ def subcommand(args: Sequence[str]) -> str:
         elif not arg.startswith("-"):
             return arg
     return args[0] if args else "git"
+
+
+def stream_records(args: Sequence[str], *, cwd: str, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """Run `git args…` (its output NUL-separated, e.g. `log -z`) and yield each record as
+    git writes it: the caller holds one record at a time, never the whole output."""
+    try:
+        proc = subprocess.Popen(
+            ["git", *args],
+            cwd=cwd,
+            env=clean_env(_TARGETS.get(cwd, {})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    except FileNotFoundError as exc:
+        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    assert proc.stdout is not None and proc.stderr is not None
+    rest = b""
+    try:
+        while data := proc.stdout.read(chunk):
+            parts = (rest + data).split(b"\0")
+            rest = parts.pop()
+            yield from parts
+        if rest:
+            yield rest
+    finally:
+        if proc.poll() is None:  # the caller stopped early (a closed pipe, -n)
+            proc.kill()
+        stderr = proc.stderr.read()
+        code = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if code != 0:
+        msg = error_lines(stderr)
+        raise OperationFailed(f"git {subcommand(args)} failed: {msg[-1] if msg else code}")

@@ -29,11 +29,10 @@ from git_agentckpt.contracts.schema import (
     load_contract_text,
 )
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.model import JSON, Event, is_tool_only
+from git_agentckpt.model import JSON, Event, is_stop_signal, is_tool_only
 from git_agentckpt.settings import CONSTRAINTS_MD, CONTRACTS_DIR
 
 PROSE_FILE = f"{CONTRACTS_DIR}/constraints.md"
-_STOP_TYPES = ("quota", "rate_limit", "error")
 
 
 @dataclass
@@ -152,10 +151,7 @@ class Budget:
 
 
 def _is_stop(ev: Event) -> bool:
-    head = ev.type.split(".", 1)[0]
-    if head in _STOP_TYPES or ev.type.endswith((".error", ".quota", ".rate_limit")):
-        return True
-    return isinstance(ev.data.get("error"), str | dict) and not is_tool_only(ev.type)
+    return is_stop_signal(ev)  # model.py: the event index keeps these (store/log_index.py)
 
 
 def budget(usage: Mapping[str, JSON], events: Sequence[Event]) -> Budget:

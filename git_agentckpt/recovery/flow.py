@@ -42,6 +42,7 @@ from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree,
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
+from git_agentckpt.store.log_index import key_events, last_own_events
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
 from git_agentckpt.store.workspace import Workspace
@@ -125,7 +126,9 @@ class _Session:
             contract=contract_context(self.ws.repo, self.contract, tree),
             budget=budget(state.get("usage") or {}, self.events),
             mode=mode,
-            work=work_events(self.events, self.opts.n_events),
+            work=work_events(
+                last_own_events(self.ws.log, self.task, self.opts.n_events), self.opts.n_events
+            ),
             not_trusted=list(self.not_trusted),
             redo_attempts=_redo_attempts(self.view, self.events),
         )
@@ -169,7 +172,7 @@ def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
         without_suspect_claims(view.state, suspects),
         [c.one_line() for c in suspects] + [e.one_line() for e in view.skipped],
         load_contract(ws),
-        ws.log.read(task),
+        key_events(ws.log, task),
         report,
     )
 
@@ -456,7 +459,7 @@ def _complete_confirmation(
 ) -> tuple[Exit, Verdict, dict[str, JSON]] | None:
     """Roll a confirm forward: its verdict is logged (the commit point) but its report
     was never updated (killed in between). None when there is nothing to complete."""
-    events = ws.log.read(task)
+    events = key_events(ws.log, task)
     at = next((i for i in range(len(events) - 1, -1, -1) if events[i].type in _VERDICTS), None)
     if at is None or events[at].type != "recovery.confirmed":
         return None

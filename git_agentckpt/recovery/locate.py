@@ -27,6 +27,7 @@ from git_agentckpt.store.checkpoints import (
     CheckpointStore,
 )
 from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.log_index import key_events
 from git_agentckpt.store.refs import TaskName
 
 __all__ = ["RESUME_TRIGGER", "SAFETY_TRIGGER", "Located", "locate"]
@@ -139,7 +140,7 @@ def _done_in(store: CheckpointStore) -> Callable[[str], set[str]]:
 def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forward: bool) -> Located:
     chain = list(store.chain(task))
     committed = {c.commit: c for c in chain}
-    events: list[Event] = log.read(task)
+    events: list[Event] = key_events(log, task)  # the tool's own events, indexed
 
     prepared_at, has_commit_event, has_abort = _checkpoint_events(events)
     rolled = [c for c in prepared_at if c in committed and c not in has_commit_event]

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, ConflictError, CorruptError, NotFound
 from git_agentckpt.git.large import assertion as large_assertion
-from git_agentckpt.git.notes import read_note, write_notes
+from git_agentckpt.git.notes import note_id, read_note, write_notes
 from git_agentckpt.git.repo import CommitInfo, GitRepo
-from git_agentckpt.git.worktree import large_files, locked, snapshot_tree
 from git_agentckpt.model import (
     JSON,
     NewEvent,
@@ -212,10 +211,16 @@ class CheckpointStore:
             current = ckpt.parent
 
     def state_note(self, commit: str) -> dict[str, JSON] | None:
-        data = read_note(self.repo, STATE_NOTES, commit)
-        if data is None:
-            return None
-        obj = _load_note(data, f"the state note of {commit[:12]}")
+        blob = self.state_note_id(commit)
+        return None if blob is None else self.state_note_at(blob, commit)
+
+    def state_note_id(self, commit: str) -> str | None:
+        """The blob id of `commit`'s state note (None: it has none), the note unread."""
+        return note_id(self.repo, STATE_NOTES, commit)
+
+    def state_note_at(self, blob: str, commit: str) -> dict[str, JSON]:
+        """The state note stored in `blob` (the note of `commit`), checked."""
+        obj = _load_note(self.repo.read_blob(blob), f"the state note of {commit[:12]}")
         if not isinstance(obj, dict):
             raise CorruptError(f"the state note of {commit[:12]} is not a JSON object")
         check_version(obj, f"the state note of {commit[:12]}")
@@ -294,6 +299,8 @@ class CheckpointStore:
         """
         lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
         os.makedirs(lock_dir, exist_ok=True)
+        from git_agentckpt.git.worktree import locked  # writes only: not at start-up
+
         with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
             return retry(
                 lambda: self._create_once(
@@ -346,6 +353,8 @@ class CheckpointStore:
         snapshot; large files the snapshot leaves out are pinned as assertions instead."""
         repo = self.repo
         if not light:
+            from git_agentckpt.git.worktree import large_files, snapshot_tree
+
             tree = snapshot_tree(repo, secret_paths)
             return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
         if prev is not None:

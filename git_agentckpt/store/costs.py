@@ -10,12 +10,13 @@ import json
 import os
 
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import agent_dir
 
 ALPHA = 0.3  # weight of the newest measurement
 
 
 def _path(repo: GitRepo) -> str:
+    from git_agentckpt.git.worktree import agent_dir  # not at start-up: `list` needs none
+
     return os.path.join(agent_dir(repo), "snapshot-cost.json")
 
 

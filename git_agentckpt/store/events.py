@@ -1,7 +1,8 @@
 """The append-only event log: an orphan history `refs/agent/events/<task>`.
 
 One commit per append (a single event or a batch). The subject is one readable
-line, the body holds the events as JSON Lines; the tree is empty. Appends are
+line, the body holds the events as JSON Lines; the tree is empty, or holds the
+payloads above 64 KiB stored apart (store/payloads.py). Appends are
 compare-and-swap moves of the log ref, so concurrent writers never lose an
 event: a writer that lost the race rebuilds its commit on the new tip.
 Secrets are redacted before the commit object is written.
@@ -17,6 +18,7 @@ from git_agentckpt.errors import CkptError, CorruptError
 from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
 from git_agentckpt.model import Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
 from git_agentckpt.redact import Redactor, default_redactor
+from git_agentckpt.store.payloads import refs_in, store_apart, tree_of
 from git_agentckpt.store.redaction import check_name, redact_event
 from git_agentckpt.store.refs import EVENTS, TaskName
 
@@ -69,6 +71,9 @@ class EventLog:
         r = self.redactor
         check_name(r, "task name", task.name)  # the gate: store/redaction.py
         clean = [redact_event(r, ev) for ev in new_events]
+        # payloads above 64 KiB: blobs in the event commit's tree (store/payloads.py)
+        clean, blobs = store_apart(self.repo, clean)
+        tree = tree_of(self.repo, blobs)
         ref = task.events_ref
         result: list[Event] = []
 
@@ -93,7 +98,7 @@ class EventLog:
             ]
             body = "\n".join(dumps(e.to_json()) for e in events)
             message = _subject(events) + "\n\n" + body + "\n"
-            commit = self.repo.commit(self.repo.empty_tree(), [old] if old else [], message)
+            commit = self.repo.commit(tree, [old] if old else [], message)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
                 return None
@@ -143,7 +148,8 @@ class EventLog:
         subject = f"merge {len(gained)} event(s) from {self.redactor.text(origin)}"
         body = "\n".join(dumps(e.to_json()) for e in gained)
         message = subject + "\n\n" + (body + "\n" if body else "")
-        return self.repo.commit(self.repo.empty_tree(), [ours, theirs], message), len(gained)
+        tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
+        return self.repo.commit(tree, [ours, theirs], message), len(gained)
 
     def since(self, tip: str, other: str | None) -> list[Event]:
         """Events on `tip`'s first-parent chain that `other` does not have, oldest first."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
-from typing import Self
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Self
 
 from git_agentckpt.errors import CkptError, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
@@ -27,6 +27,9 @@ from git_agentckpt.store.evidence import SuspectClaim, unsupported_claims
 from git_agentckpt.store.redaction import check_name
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state, read_task
+
+if TYPE_CHECKING:
+    from git_agentckpt.store.log_stream import LogEntry
 
 __all__ = ["MAIN_WORKTREE", "TaskReader", "owner_of", "worktree_of"]
 START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
@@ -183,6 +186,20 @@ class TaskReader:
             out.append(item)
         out.reverse()
         return out
+
+    def log_entries(
+        self, task: str, limit: int | None = None, full: bool = False
+    ) -> Iterator[LogEntry]:
+        """The event log as a stream, oldest first (`store/log_stream.py`): constant
+        memory, and with `limit` only the last `limit` events' commits are read; `full`
+        loads the payloads stored apart (store/payloads.py). Damaged lines are skipped
+        and named in `warnings`."""
+        from git_agentckpt.store.log_stream import stream
+
+        t = TaskName(task)
+        if not self.log.exists(t):
+            raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
+        return stream(self.log, t, limit, self.store.warn, full)
 
     def events(self, task: str, limit: int | None = None) -> list[Event]:
         t = TaskName(task)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
@@ -33,11 +33,23 @@ from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.pins import key_input_assertions
 from git_agentckpt.store.reading import TaskReader
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.restoring import RestoreResult, restore_checkpoint
 from git_agentckpt.store.state import current_state
 from git_agentckpt.store.tools import file_hashes, tool_versions
 
+if TYPE_CHECKING:
+    from git_agentckpt.store.restoring import RestoreResult
+
 __all__ = ["EventLike", "RestoreResult", "StepNotStartable", "Workspace"]
+
+
+def __getattr__(name: str) -> Any:
+    """`RestoreResult` is imported on first use: restore's modules are not loaded by a
+    command that only reads (`list`, `log`: start-up time)."""
+    if name == "RestoreResult":
+        from git_agentckpt.store.restoring import RestoreResult
+
+        return RestoreResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 EventLike = NewEvent | Mapping[str, Any]
 START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
@@ -334,5 +346,7 @@ class Workspace(TaskReader):
         return self.append_events(task, [NewEvent.from_payload(type_, payload or {}, actor)])[0]
 
     def restore(self, name: str, dry_run: bool = False) -> RestoreResult:
+        from git_agentckpt.store.restoring import restore_checkpoint  # not at start-up
+
         """Bring the working tree to checkpoint `name` (a safety checkpoint first)."""
         return restore_checkpoint(self, name, dry_run)

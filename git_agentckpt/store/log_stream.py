@@ -1,0 +1,165 @@
+"""Reading an event log as a stream: constant memory, one commit at a time.
+
+`git ckpt log` prints each event as its commit is read (oldest first: libgit2's
+walker holds the commit ids, never the messages), and `log -n N` reads only the last
+N events' commits. Events are stored as canonical JSON lines; a line that checks as a
+well-formed event is printed as stored, without being parsed into objects and encoded
+again. Anything else (another writer's spacing, extra keys, a number as text) goes
+through `Event.from_json`, as every read does, and a line that is not an event at all
+(damaged, or brought by a fetch from a careless writer) is skipped and named once as a
+warning. Big payloads stored apart (store/payloads.py) stay references here unless
+the caller asks for them (`git ckpt log --full`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from git_agentckpt.errors import CkptError
+from git_agentckpt.git.repo import CommitInfo
+from git_agentckpt.model import JSON, Event, summary_of
+from git_agentckpt.paths import json_safe
+from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.payloads import MARK, load, placeholder, refs_in
+from git_agentckpt.store.refs import TaskName
+
+_decode = json.JSONDecoder().raw_decode
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    obj: dict[str, JSON]  # the event's JSON object, checked
+    line: str | None  # its stored text when that is already what we would print
+    merged: bool  # brought in by a union merge from another clone
+    commit: str  # the event commit holding it
+    stored_apart: str = ""  # `[output: 1.2 MiB stored apart]` (store/payloads.py)
+
+    @property
+    def event(self) -> Event:
+        return Event.from_json(self.obj)
+
+    def text_line(self) -> str:
+        """`  seq* ts  type step=… - message  [output: 98 KiB stored apart]`: the line
+        `git ckpt log` prints (from the checked object: no Event is built per line)."""
+        o = self.obj
+        what = summary_of(o["seq"], o["type"], o.get("links") or {}, o["actor"], o.get("data"))
+        mark = "*" if self.merged else " "
+        apart = f"  {self.stored_apart}" if self.stored_apart else ""
+        return f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
+
+    def json_line(self) -> str:
+        """One compact JSON line, keys sorted (the stored text when it is canonical)."""
+        if self.line is not None:
+            return self.line
+        value = json_safe(self.event.to_json())
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _plain(obj: dict[str, JSON]) -> bool:
+    """Whether `obj` is exactly what `Event.to_json` writes (so its text can be printed).
+    On every line of a long log: written for speed (`is` class checks, one pass)."""
+    try:
+        v, seq, actor = obj["v"], obj["seq"], obj["actor"]
+        id_, ts, task, type_ = obj["id"], obj["ts"], obj["task"], obj["type"]
+    except KeyError:
+        return False
+    if v.__class__ is not int or v != 1 or seq.__class__ is not int:
+        return False
+    if actor.__class__ is not dict:
+        return False
+    if not (id_.__class__ is str and ts.__class__ is str and task.__class__ is str):
+        return False
+    if type_.__class__ is not str:
+        return False
+    n = 7
+    for key in ("input", "output"):
+        if key in obj:
+            if obj[key] is None:
+                return False
+            n += 1
+    for key in ("links", "data"):
+        if key in obj:
+            value = obj[key]
+            if value.__class__ is not dict or not value:
+                return False
+            n += 1
+    return len(obj) == n  # no other key
+
+
+def _full(
+    log: EventLog, info: CommitInfo, entry: LogEntry, warn: Callable[[str], None]
+) -> LogEntry:
+    """The entry with its payloads stored apart loaded back (`log --full`)."""
+    if not refs_in(entry.obj):
+        return entry
+    try:
+        return LogEntry(load(log.repo, info.tree, entry.obj), None, entry.merged, entry.commit)
+    except CkptError as exc:
+        warn(f"event log commit {info.id[:12]}: {exc.message} (shown as stored)")
+        return entry
+
+
+def _entries(info: CommitInfo, warn: Callable[[str], None]) -> list[LogEntry]:
+    _, _, body = info.message.partition("\n\n")
+    merged = len(info.parents) > 1
+    out: list[LogEntry] = []
+    for raw in body.split("\n"):
+        line = raw if raw[:1] == "{" and raw[-1:] == "}" else raw.strip()
+        if line[:1] != "{":
+            continue
+        try:
+            obj, end = _decode(line)  # json.loads without its wrappers (every line)
+            if end != len(line):
+                raise ValueError("extra data")
+        except (ValueError, RecursionError):
+            warn(f"event log commit {info.id[:12]} holds malformed JSON (skipped)")
+            continue
+        if isinstance(obj, dict) and _plain(obj):
+            text = line if "\\u" not in line else None
+            apart = placeholder(obj) if MARK in line else ""
+            out.append(LogEntry(obj, text, merged, info.id, apart))
+            continue
+        try:
+            ev = Event.from_json(obj) if isinstance(obj, dict) else None
+        except CkptError as exc:
+            warn(f"event log commit {info.id[:12]}: {exc.message} (skipped)")
+            continue
+        if ev is None:
+            warn(f"event log commit {info.id[:12]} holds a line that is not an event (skipped)")
+            continue
+        fixed = ev.to_json()
+        out.append(LogEntry(fixed, None, merged, info.id, placeholder(fixed)))
+    return out
+
+
+def stream(
+    log: EventLog,
+    task: TaskName,
+    limit: int | None,
+    warn: Callable[[str], None],
+    full: bool = False,
+) -> Iterator[LogEntry]:
+    """The events of `task`'s log, oldest first; with `limit`, only the last `limit`
+    (and only their commits are read); `full`: payloads stored apart loaded back."""
+    tip = log.repo.read_ref(task.events_ref)
+    if tip is None:
+        return
+
+    def entries(info: CommitInfo) -> list[LogEntry]:
+        found = _entries(info, warn)
+        return [_full(log, info, e, warn) for e in found] if full else found
+
+    if limit is None:
+        for info in log.repo.walk_oldest_first(tip):
+            yield from entries(info)
+        return
+    last: list[LogEntry] = []
+    for info in log.repo.walk(tip):
+        if len(last) >= limit:
+            break
+        last.extend(reversed(entries(info)))
+    del last[limit:]
+    last.reverse()
+    yield from last

@@ -1,0 +1,169 @@
+"""A per-worktree cache of task states: `.git/agent/state/<task>.json`, never pushed.
+
+The current state of a task (store/state.py) is a pure function of three object ids:
+the event log's tip, the checkpoint ref's tip and the blob of that checkpoint's state
+note. Objects never change under their ids, so a state computed for one such key is the
+state for that key for ever. The cache holds the last state computed with its key; a
+read takes the three ids from the refs (always: the cache is never trusted over them)
+and uses the cached state only when all three are equal. When only the log moved on
+(new events, events a fetch merged in), the walk back from the new tip stops at the
+cached tip and replays just what came after it; anything else (a new checkpoint, a
+rewritten note, a log rewound or replaced) computes the state from the note again.
+
+A file that is missing, truncated, garbled, edited by hand (its digest no longer
+matches), from another format or of another task is ignored and rewritten. Files are
+written to a temporary name and renamed into place, so concurrent writers leave one
+whole file or the other. A repository whose git dir cannot be written (read-only)
+simply runs without the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from git_agentckpt.model import JSON
+
+FORMAT = "git-ckpt state cache v1"
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+@dataclass(frozen=True)
+class StateKey:
+    """What the state is a function of: the log tip, the checkpoint tip, its note blob."""
+
+    events: str | None
+    tip: str | None
+    note: str | None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {"events": self.events, "tip": self.tip, "note": self.note}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> StateKey | None:
+        if not isinstance(obj, dict):
+            return None
+        values = [obj.get("events"), obj.get("tip"), obj.get("note")]
+        if not all(v is None or (isinstance(v, str) and _OID.match(v)) for v in values):
+            return None
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class CachedState:
+    key: StateKey
+    state: dict[str, JSON] | None
+    skipped: list[dict[str, JSON]]  # SkippedEvent.to_json() of each refused event
+
+
+def _valid_skipped(items: Any) -> bool:
+    return isinstance(items, list) and all(
+        isinstance(s, dict)
+        and isinstance(s.get("id"), str)
+        and isinstance(s.get("seq"), int)
+        and isinstance(s.get("type"), str)
+        and isinstance(s.get("reason"), str)
+        for s in items
+    )
+
+
+def _parse(payload: str, task: str) -> CachedState | None:
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get("task") != task:
+        return None
+    key = StateKey.from_json(obj.get("key"))
+    state, skipped = obj.get("state"), obj.get("skipped")
+    if key is None or not (state is None or isinstance(state, dict)):
+        return None
+    if not _valid_skipped(skipped):
+        return None
+    return CachedState(key, state, list(skipped or []))
+
+
+class StateCache:
+    """The cached states of one worktree (its git dir's `agent/state/`)."""
+
+    def __init__(self, git_dir: str) -> None:
+        self.git_dir = git_dir
+        self.dir = os.path.join(git_dir, "agent", "state")
+
+    def path(self, task: str) -> str:
+        import hashlib  # not at start-up (a command that reads no state needs none)
+
+        digest = hashlib.sha256(task.encode("utf-8", "surrogateescape")).hexdigest()
+        return os.path.join(self.dir, digest[:32] + ".json")
+
+    def load(self, task: str) -> CachedState | None:
+        """The cached state of `task`, or None when there is none that reads back whole
+        (the caller still compares its key with the refs)."""
+        raw = self._read(task)
+        return None if raw is None else _parse(raw, task)
+
+    def _read(self, task: str) -> str | None:
+        return read_sealed(self.path(task))
+
+    def save(self, task: str, cached: CachedState) -> None:
+        """Write the file atomically (temporary name + rename); errors are ignored: the
+        cache only saves work, the refs are the truth."""
+        payload = json.dumps(
+            {
+                "task": task,
+                "key": cached.key.to_json(),
+                "state": cached.state,
+                "skipped": cached.skipped,
+            },
+            ensure_ascii=True,
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+        write_sealed(self.path(task), payload)
+
+
+def read_sealed(path: str) -> str | None:
+    """The payload of a file `write_sealed` wrote; None when it is missing, torn, garbled
+    or edited (its digest does not match)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(256 << 20)
+    except OSError:
+        return None
+    import hashlib
+
+    head, sep, payload = data.partition(b"\n")
+    if not sep or not head.startswith(FORMAT.encode() + b" "):
+        return None
+    digest = head[len(FORMAT) + 1 :].decode("ascii", "replace")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        return None
+    try:
+        return payload.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def write_sealed(path: str, payload: str) -> None:
+    """`payload` (ASCII JSON) under a line naming the format and its sha256, written to a
+    temporary name and renamed into place; errors are ignored (a cache only saves work)."""
+    import hashlib
+
+    data = payload.encode("ascii")
+    head = f"{FORMAT} {hashlib.sha256(data).hexdigest()}\n".encode()
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, head + data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -1,0 +1,155 @@
+"""`git ckpt log` streams (issue 12): events come out as their commits are read, `-n N`
+reads N commits, a damaged line is skipped with a warning (the rest still prints), and
+resume reads only the tool's own events, from an index that grows with the log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from conftest import git
+from helpers import ckpt
+
+import git_agentckpt
+from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.model import NewEvent, dumps
+from git_agentckpt.paths import json_safe
+from git_agentckpt.store import log_stream
+from git_agentckpt.store.log_index import is_key_event, key_events
+from git_agentckpt.store.refs import TaskName
+
+
+def start(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one", "--step", "s2:two")
+
+
+def calls(repo: Path, n: int, batch: int = 1) -> None:
+    log = git_agentckpt.open(str(repo)).log
+    for i in range(0, n, batch):
+        log.append(
+            TaskName("t"),
+            [NewEvent("tool.call", input={"i": i + k}, output="ok") for k in range(batch)],
+        )
+
+
+@contextmanager
+def walked() -> Iterator[list[str]]:
+    """Commits read back from a tip while inside (real git; only counted)."""
+    seen: list[str] = []
+    real = GitRepo.walk
+
+    def counting(self: GitRepo, tip: str) -> Iterator[Any]:
+        for info in real(self, tip):
+            seen.append(info.id)
+            yield info
+
+    GitRepo.walk = counting  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        GitRepo.walk = real  # type: ignore[method-assign]
+
+
+def test_log_json_is_every_event_as_stored_in_order(repo: Path) -> None:
+    start(repo)
+    calls(repo, 6, batch=3)  # batches: several events per commit
+    ck = git_agentckpt.open(str(repo))
+    ck.event("t", "file.write", {"path": "caf\udce9.txt", "note": "a name that is not UTF-8"})
+    ck.event("t", "note", {"text": 'quotes " and \\ and \n newlines, ünïcödé'})
+    expected = [
+        json.dumps(
+            json_safe(e.to_json()), separators=(",", ":"), ensure_ascii=False, sort_keys=True
+        )
+        for e in ck.log.read(TaskName("t"))
+    ]
+    assert ckpt(repo, "log", "t", "--json").stdout.splitlines() == expected
+    text = ckpt(repo, "log", "t").stdout.splitlines()
+    assert text == [
+        f"{e.seq:>5}  {e.ts}  {e.summary().split(' ', 1)[1]}" for e in ck.log.read(TaskName("t"))
+    ]
+    assert ckpt(repo, "log", "t", "-n", "2", "--json").stdout.splitlines() == expected[-2:]
+
+
+def test_log_n_reads_only_n_commits(repo: Path) -> None:
+    start(repo)
+    calls(repo, 300)
+    with walked() as seen:
+        out = ckpt(repo, "log", "t", "-n", "3").stdout.splitlines()
+    assert len(out) == 3 and len(seen) <= 4
+
+
+def test_the_log_is_a_stream_not_a_list(repo: Path) -> None:
+    """Taking the first event parses one commit, not the whole log."""
+    start(repo)
+    calls(repo, 200)
+    parsed: list[str] = []
+    real = log_stream._entries
+
+    def counting(info: Any, warn: Any) -> Any:
+        parsed.append(info.id)
+        return real(info, warn)
+
+    log_stream._entries = counting
+    try:
+        entries = git_agentckpt.open(str(repo)).log_entries("t")
+        first = next(iter(entries))
+        assert first.event.type == "task.start" and len(parsed) == 1
+    finally:
+        log_stream._entries = real
+
+
+def test_a_damaged_line_is_skipped_with_a_warning(repo: Path) -> None:
+    """Another writer (or a fetch) left a commit whose body is not JSON, and one whose
+    event is not an event: the log prints every other event and names them once."""
+    start(repo)
+    calls(repo, 2)
+    tip = git(repo, "rev-parse", "refs/agent/events/t")
+    empty = git(repo, "hash-object", "-t", "tree", "-w", "--stdin", input="")
+    bad = git(repo, "commit-tree", empty, "-p", tip, "-m", "x", "-m", '{"v":1,"id":"x", broken')
+    odd = git(repo, "commit-tree", empty, "-p", bad, "-m", "y", "-m", '{"v":2,"id":"z"}')
+    git(repo, "update-ref", "refs/agent/events/t", odd, tip)
+    calls(repo, 1)
+    result = ckpt(repo, "log", "t", "--json")
+    types = [json.loads(x)["type"] for x in result.stdout.splitlines()]
+    assert types.count("tool.call") == 3 and types[0] == "task.start"
+    warnings = [x for x in result.stderr.splitlines() if x.startswith("git ckpt: warning:")]
+    assert len(warnings) == 2, result.stderr
+    assert bad[:12] in warnings[0] and "skipped" in warnings[0] and odd[:12] in warnings[1]
+
+
+def test_the_index_is_the_key_events_of_a_full_read(repo: Path) -> None:
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+    for round_ in range(3):
+        calls(repo, 5)
+        ck.event("t", "model.quota", {"error": "quota exceeded"})
+        ck.step_start("t", "s1")
+        ck.create("t", message=f"c{round_}", light=round_ % 2 == 0)
+        full = [e for e in ck.log.read(t) if is_key_event(e)]
+        assert [dumps(e.to_json()) for e in key_events(ck.log, t)] == [
+            dumps(e.to_json()) for e in full
+        ]
+    tip = git(repo, "rev-parse", "refs/agent/events/t")
+    git(repo, "update-ref", "refs/agent/events/t", tip + "~4")  # rewound: built again
+    full = [e for e in ck.log.read(t) if is_key_event(e)]
+    assert [e.id for e in key_events(ck.log, t)] == [e.id for e in full]
+
+
+def test_resume_reads_only_the_new_commits_of_a_long_log(repo: Path) -> None:
+    start(repo)
+    ckpt(repo, "step", "start", "t", "s1")
+    calls(repo, 400)
+    ck = git_agentckpt.open(str(repo))
+    ck.resume("t")
+    calls(repo, 30)
+    with walked() as seen:
+        outcome = git_agentckpt.open(str(repo)).resume("t")
+    assert outcome.brief is not None
+    assert len(seen) < 150, len(seen)  # the new commits (and the brief's last 10 calls)
+    work = outcome.brief.data["recent_work"]
+    assert isinstance(work, list) and len(work) == 10
+    assert all("tool.call" in str(w) for w in work) and '"i": 29' in str(work[-1])
