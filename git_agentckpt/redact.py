@@ -197,7 +197,19 @@ class Redactor:
         return s[start:vs] + marker + s[ve:end]
 
     def text(self, s: str) -> str:
-        """`s` with every secret replaced by a `[REDACTED:<kind>]` marker."""
+        """`s` with every secret replaced by a `[REDACTED:<kind>]` marker.
+
+        Redacting can make another rule match (a quoted value whose closing quote
+        was escaped ends at a marker on the next pass), so a text that changed is
+        redacted again until it does not: redacting twice gives the same text."""
+        for _ in range(4):
+            out = self._text_once(s)
+            if out == s:
+                break
+            s = out
+        return s
+
+    def _text_once(self, s: str) -> str:
         s = self._prepass.sub(self._prepass_sub, s)
         # Every rule head holds a character that is no lower-case hex digit, so object
         # ids and digests (event links) skip the head scan, which costs ~0.13 µs a character.
