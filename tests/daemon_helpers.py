@@ -103,9 +103,11 @@ def daemon_git_dirs(root: Path) -> set[str]:
     dirs = set()
     for pid in daemon_pids(root):
         try:
-            dirs.add(os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[-3]))
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
+        if len(argv) >= 4:  # an ending process shows none
+            dirs.add(os.fsdecode(argv[-3]))
     return dirs
 
 

@@ -400,18 +400,21 @@ def test_command_detection_and_the_switches() -> None:
 
 def test_requests_are_parsed_strictly() -> None:
     fields = ["run", launch.PROTOCOL, "fp", "/tmp", "18", "2", "git-ckpt", "list", "A=1", "B=x=y"]
-    req = parse_request([5, 6, 7], b"\0".join(f.encode() for f in fields))
+    req = parse_request(b"\0".join(f.encode() for f in fields))
     assert (req.fingerprint, req.cwd, req.umask) == ("fp", "/tmp", 18)
     assert req.argv == ["git-ckpt", "list"]
     assert req.env == {"A": "1", "B": "x=y"}
-    with pytest.raises(BadRequest, match="file descriptors"):
-        parse_request([5], b"\0".join(f.encode() for f in fields))
+    assert req.fds == []  # they come with "G"
+    with pytest.raises(BadRequest, match="argv missing"):
+        parse_request(b"\0".join(f.encode() for f in fields[:7]))
     with pytest.raises(BadRequest, match="malformed"):
-        parse_request([5, 6, 7], b"run\0ckpt2\0fp\0/tmp\0nine")
+        parse_request(b"run\0ckpt2\0fp\0/tmp\0nine")
+    with pytest.raises(BadRequest, match="protocol mismatch"):
+        parse_request(b"run\0ckpt1\0fp\0/tmp\0nine")
     relative = ["run", launch.PROTOCOL, "fp", "tmp", "18", "1", "git-ckpt"]
     with pytest.raises(BadRequest, match="not absolute"):
-        parse_request([5, 6, 7], b"\0".join(f.encode() for f in relative))
-    assert parse_request([], b"status\0ckpt2\0*").kind == "status"
+        parse_request(b"\0".join(f.encode() for f in relative))
+    assert parse_request(b"status\0ckpt2\0*").kind == "status"
     assert exit_status(0) == 0
     assert exit_status(3 << 8) == 3
     assert exit_status(signal.SIGKILL) == 128 + signal.SIGKILL

@@ -40,12 +40,12 @@ class BadRequest(Exception):
     pass
 
 
-def parse_request(fds: list[int], payload: bytes) -> Request:
-    """The request in `payload` (with the fds that came with it); BadRequest if malformed."""
+def parse_request(payload: bytes) -> Request:
+    """The request in `payload`; BadRequest if malformed (the fds come later, with "G")."""
     fields = [os.fsdecode(f) for f in payload.split(b"\0")]
     if len(fields) < 3 or fields[1] != launch.PROTOCOL:
         raise BadRequest("protocol mismatch")
-    req = Request(kind=fields[0], fingerprint=fields[2], fds=fds)
+    req = Request(kind=fields[0], fingerprint=fields[2])
     if req.kind != "run":
         return req  # status and stop: any client of this user, whatever its version
     try:
@@ -54,8 +54,8 @@ def parse_request(fds: list[int], payload: bytes) -> Request:
         env_fields = fields[6 + argc :]
     except (IndexError, ValueError) as exc:
         raise BadRequest(f"malformed run request: {exc}") from exc
-    if len(req.argv) != argc or argc < 1 or len(req.fds) != 3:
-        raise BadRequest("malformed run request: argv or file descriptors missing")
+    if len(req.argv) != argc or argc < 1:
+        raise BadRequest("malformed run request: argv missing")
     if not os.path.isabs(req.cwd):
         raise BadRequest("malformed run request: the working directory is not absolute")
     for item in env_fields:

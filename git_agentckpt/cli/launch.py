@@ -36,8 +36,7 @@ manage it. Linux only (SO_PEERCRED, /proc); elsewhere every call runs here.
 
 The wire protocol (version `ckpt2`):
 
-    client -> daemon  4-byte length N (with SCM_RIGHTS: fds 0, 1, 2 for "run"),
-                      then N bytes of NUL-separated fields:
+    client -> daemon  4-byte length N, then N bytes of NUL-separated fields:
                       kind ("run" | "status" | "stop"), protocol, fingerprint,
                       and for "run": cwd, umask, argc, argv..., environ...
     daemon -> client  "A"            accepted: every check passed (run)
@@ -46,7 +45,8 @@ The wire protocol (version `ckpt2`):
                                      fingerprint differs: it also starts a new
                                      daemon, which replaces this one)
                       "S" + JSON     status; "K" + text: stop accepted
-    client -> daemon  "G"            go: the client is committed (run)
+    client -> daemon  "G"            go: the client is committed (run); with
+                                     SCM_RIGHTS: its fds 0, 1, 2
     daemon -> client  "P" + pid      the child started
                       "X" + status   the call ended: its exit status (sent by
                                      the child itself), or 128 + signal (sent
@@ -172,16 +172,9 @@ def connect(git_dir: str, timeout: float | None) -> _socket.socket:
     return sock
 
 
-def send_request(sock: _socket.socket, fields: Sequence[str], fds: Sequence[int] = ()) -> None:
+def send_request(sock: _socket.socket, fields: Sequence[str]) -> None:
     payload = b"\0".join(os.fsencode(f) for f in fields)
-    head = _int(len(payload))
-    if fds:
-        rights = b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
-        ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)]
-        sent = sock.sendmsg([head], ancillary)
-    else:
-        sent = sock.send(head)
-    sock.sendall(head[sent:] + payload)
+    sock.sendall(_int(len(payload)) + payload)
 
 
 class Replies:
@@ -308,12 +301,7 @@ def _request(argv: Sequence[str], fp: str) -> list[str]:
 def _handshake(sock: _socket.socket, replies: Replies, argv: Sequence[str], fp: str) -> str:
     """Send the call and wait for "A"; "" when accepted, else why not."""
     timeout = timeout_seconds(os.environ)
-    fds, opened = _std_fds()
-    try:
-        send_request(sock, _request(argv, fp), fds)
-    finally:
-        for fd in opened:
-            os.close(fd)
+    send_request(sock, _request(argv, fp))
     try:
         reply = replies.next(timeout)
     except TimeoutError:
@@ -325,6 +313,20 @@ def _handshake(sock: _socket.socket, replies: Replies, argv: Sequence[str], fp: 
     if reply[0] == "R":
         return os.fsdecode(reply[1])
     return f"unexpected reply {reply[0]!r}"
+
+
+def _go(sock: _socket.socket) -> None:
+    """Commit: "G" with fds 0-2. Only now: a request given up on holds none of our files
+    (a stopped daemon holding our stdout would keep `$(git ckpt …)` waiting)."""
+    fds, opened = _std_fds()
+    try:
+        rights = b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
+        sock.settimeout(None)
+        if not sock.sendmsg([b"G"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)]):
+            raise OSError("could not send the call's files")
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 def run_remote(git_dir: str, fp: str, argv: Sequence[str]) -> tuple[int | None, str]:
@@ -345,8 +347,7 @@ def run_remote(git_dir: str, fp: str, argv: Sequence[str]) -> tuple[int | None, 
         why = _handshake(sock, replies, argv, fp)
         if why:
             return None, why
-        sock.settimeout(None)
-        sock.sendall(b"G")  # committed: from here on the daemon runs the call
+        _go(sock)  # committed: from here on the daemon runs the call
         reply = replies.next(None)
         if reply is None or reply[0] != "P":
             _report(b"the git-ckpt daemon did not start the call")

@@ -291,10 +291,13 @@ class Daemon:
         if not data or flags & socket.MSG_CTRUNC or len(conn.fds) > 3:
             self._drop(conn)
         elif conn.state == "go":
-            if data == b"G":
+            if data == b"G" and len(conn.fds) == 3 and conn.req is not None:
+                conn.req.fds, conn.fds = conn.fds, []
                 self._fork(conn)
             else:
                 self._drop(conn)
+        elif conn.fds:
+            self._drop(conn)  # files come with "G" only
         else:
             conn.buf += data
             self._parse(conn)
@@ -308,12 +311,9 @@ class Daemon:
             return
         if len(conn.buf) < 4 + size:
             return
-        fds, conn.fds = conn.fds, []
         try:
-            req = parse_request(fds, bytes(conn.buf[4:]))
+            req = parse_request(bytes(conn.buf[4:]))
         except BadRequest as exc:
-            for fd in fds:
-                os.close(fd)
             self._refuse(conn, str(exc))
             return
         conn.req = req
