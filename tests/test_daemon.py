@@ -293,10 +293,11 @@ def test_a_bad_request_is_refused_and_the_daemon_keeps_serving(repo: Path, serve
     launch.send_request(sock, ["run", "ckpt0", "nope"])
     reply = launch.Replies(sock).next(10.0)
     sock.close()
-    assert reply == ("R", b"protocol mismatch")
+    assert reply is not None and reply[0] == "R"
+    assert reply[1].startswith(b"stale: this daemon runs another version")
     ok(repo, "init")
     assert status(repo)["served"] == 1
-    assert status(repo)["refused"] == {"protocol mismatch": 1}
+    assert list(status(repo)["refused"].values()) == [1]
 
 
 def _as_nobody(path: str) -> str:
@@ -409,8 +410,13 @@ def test_requests_are_parsed_strictly() -> None:
         parse_request(b"\0".join(f.encode() for f in fields[:7]))
     with pytest.raises(BadRequest, match="malformed"):
         parse_request(b"run\0ckpt2\0fp\0/tmp\0nine")
-    with pytest.raises(BadRequest, match="protocol mismatch"):
+    with pytest.raises(BadRequest, match=r"stale: .*\(protocol 'ckpt1'\)"):
         parse_request(b"run\0ckpt1\0fp\0/tmp\0nine")
+    with pytest.raises(BadRequest, match="stale: this daemon runs another version"):
+        parse_request(b"\0".join(f.encode() for f in fields), "another fingerprint")
+    assert parse_request(b"\0".join(f.encode() for f in fields), "fp").argv[1] == "list"
+    with pytest.raises(BadRequest, match="protocol mismatch"):
+        parse_request(b"status\0ckpt1\0*")
     relative = ["run", launch.PROTOCOL, "fp", "tmp", "18", "1", "git-ckpt"]
     with pytest.raises(BadRequest, match="not absolute"):
         parse_request(b"\0".join(f.encode() for f in relative))

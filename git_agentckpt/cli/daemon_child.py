@@ -40,12 +40,25 @@ class BadRequest(Exception):
     pass
 
 
-def parse_request(payload: bytes) -> Request:
-    """The request in `payload`; BadRequest if malformed (the fds come later, with "G")."""
+STALE = "stale: this daemon runs another version or installation of git-ckpt"
+
+
+def parse_request(payload: bytes, fingerprint: str | None = None) -> Request:
+    """The request in `payload`; BadRequest if malformed (the fds come later, with "G").
+
+    A `run` of another protocol or `fingerprint` is refused as STALE before
+    anything else is read: its client then starts a daemon of its own version.
+    """
     fields = [os.fsdecode(f) for f in payload.split(b"\0")]
-    if len(fields) < 3 or fields[1] != launch.PROTOCOL:
-        raise BadRequest("protocol mismatch")
+    if len(fields) < 3:
+        raise BadRequest("malformed request")
     req = Request(kind=fields[0], fingerprint=fields[2])
+    if req.kind == "run" and fingerprint is not None and fields[2] != fingerprint:
+        raise BadRequest(STALE)
+    if fields[1] != launch.PROTOCOL:
+        raise BadRequest(
+            f"{STALE} (protocol {fields[1]!r})" if req.kind == "run" else "protocol mismatch"
+        )
     if req.kind != "run":
         return req  # status and stop: any client of this user, whatever its version
     try:

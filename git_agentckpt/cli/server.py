@@ -312,7 +312,7 @@ class Daemon:
         if len(conn.buf) < 4 + size:
             return
         try:
-            req = parse_request(bytes(conn.buf[4:]))
+            req = parse_request(bytes(conn.buf[4:]), self.fp)
         except BadRequest as exc:
             self._refuse(conn, str(exc))
             return
@@ -337,8 +337,6 @@ class Daemon:
         self._drop(conn)
 
     def _refusal(self, conn: Conn, req: Request) -> str | None:
-        if req.fingerprint != self.fp:
-            return "stale: this daemon runs another version or installation of git-ckpt"
         if self.stopping:
             return "not served: the daemon is stopping"
         why = daemon_find.refusal(req.argv[1:]) or daemon_peer.refusal(conn.sock, req.cwd)
