@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import fcntl
 import importlib
 import json
 import os
@@ -63,11 +62,12 @@ from git_agentckpt.cli.daemon_child import (
     parse_request,
     run_child,
 )
+from git_agentckpt.cli.daemon_claim import claim
 
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 FORWARDED = set(launch.FORWARDED_SIGNALS)
 _SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
-REPLACE_SECONDS = 10.0  # how long a new daemon waits for a stale one to let go
+MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
 
 STARTUP_HOOKS: list[Callable[[Daemon], None]] = []
 current: Daemon | None = None  # in a forked child: the daemon it was forked from
@@ -343,7 +343,8 @@ class Daemon:
         return None if why is None else f"not served: {why}"
 
     def _refuse(self, conn: Conn, why: str) -> None:
-        self.refused[why] = self.refused.get(why, 0) + 1
+        key = why if why in self.refused or len(self.refused) < MAX_REASONS else "other"
+        self.refused[key] = self.refused.get(key, 0) + 1
         _send(conn, b"R", why.encode())
         self._drop(conn)
 
@@ -469,49 +470,6 @@ def _report_exit(fd: int, code: int) -> None:
         os.closerange(fd + 1, 1 << 20)
         os.set_blocking(fd, True)
         os.write(fd, b"X" + code.to_bytes(4, "big", signed=True))
-
-
-def _lock(fd: int) -> bool:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def _replace(git_dir: str, fp: str, lockfd: int) -> bool:
-    """Another daemon holds the lock: leave it if it is of our version, else replace it."""
-    deadline = time.monotonic() + REPLACE_SECONDS
-    asked = False
-    while time.monotonic() < deadline:
-        reply = launch.control(git_dir, "status", 1.0)
-        if reply is not None and reply[0] == "S":
-            if json.loads(reply[1]).get("fingerprint") == fp:
-                return False
-            if not asked:
-                asked = launch.control(git_dir, "stop", 1.0) is not None
-        if _lock(lockfd):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def claim(git_dir: str, fp: str) -> tuple[int, int] | None:
-    """(fd of the agent directory, fd holding the lock) if this daemon is to serve."""
-    agent = daemon_find.agent_dir(git_dir)
-    os.makedirs(agent, mode=0o700, exist_ok=True)
-    dirfd = os.open(agent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-        lockfd = os.open(daemon_find.LOCK_NAME, flags, 0o600, dir_fd=dirfd)
-    except OSError:
-        os.close(dirfd)
-        raise
-    if _lock(lockfd) or _replace(git_dir, fp, lockfd):
-        return dirfd, lockfd
-    os.close(lockfd)
-    os.close(dirfd)
-    return None
 
 
 def attach(daemon: Daemon) -> None:
