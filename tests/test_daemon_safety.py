@@ -26,6 +26,8 @@ import pytest
 from conftest import git
 from daemon_helpers import (
     GIT_CKPT,
+    blocked_child,
+    blocked_event,
     daemon_pids,
     gone,
     notes,
@@ -336,6 +338,22 @@ def test_a_signal_ends_a_client_waiting_on_a_stopped_daemon(task_repo: Path, sig
     finally:
         os.kill(pid, signal.SIGCONT)
     assert status(task_repo)["served"] == before
+    assert notes(task_repo) == []
+
+
+def test_sigterm_ends_a_running_call_even_when_its_daemon_is_stopped(task_repo: Path) -> None:
+    """The call runs; then its daemon is stopped: SIGTERM still ends the caller (143)."""
+    env = dict(os.environ, GIT_CKPT_DAEMON_TIMEOUT="1")  # the grace for a silent daemon: 2 s
+    proc = blocked_event(task_repo, env=env)
+    child = blocked_child(task_repo)
+    pid = _stopped_daemon(task_repo)
+    try:
+        proc.send_signal(signal.SIGTERM)  # forwarded to the call, which dies of it
+        proc.communicate(timeout=30)
+        assert proc.returncode == 128 + signal.SIGTERM
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: gone(child), "the call to be reaped")
     assert notes(task_repo) == []
 
 
