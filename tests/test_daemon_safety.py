@@ -349,10 +349,12 @@ def test_sigterm_ends_a_running_call_even_when_its_daemon_is_stopped(task_repo: 
     pid = _stopped_daemon(task_repo)
     try:
         proc.send_signal(signal.SIGTERM)  # forwarded to the call, which dies of it
-        proc.communicate(timeout=30)
+        proc.wait(timeout=30)  # stdin stays open: only the signal can end the call
         assert proc.returncode == 128 + signal.SIGTERM
     finally:
         os.kill(pid, signal.SIGCONT)
+        assert proc.stdin is not None
+        proc.stdin.close()
     wait_for(lambda: gone(child), "the call to be reaped")
     assert notes(task_repo) == []
 
