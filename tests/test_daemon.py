@@ -193,14 +193,17 @@ def test_a_daemon_killed_mid_call_does_not_lose_the_calls_status(task_repo: Path
     """The child reports its own exit status: the call ends as it would have on its own."""
     proc = blocked_event(task_repo)
     child = blocked_child(task_repo)
-    os.kill(status(task_repo)["pid"], signal.SIGKILL)
+    daemon = status(task_repo)["pid"]
+    os.kill(daemon, signal.SIGKILL)
     _, err = proc.communicate(json.dumps({"n": 1}), timeout=30)
     assert proc.returncode == 0, err
     wait_for(lambda: gone(child), "the call to end")
-    assert [e["data"] for e in notes(task_repo)] == [{"n": 1}]
     # the next call finds the dead daemon's socket, runs itself and starts a new daemon
+    assert [e["data"] for e in notes(task_repo)] == [{"n": 1}]
+    new = running_status(task_repo)
+    assert new["pid"] != daemon
     ok(task_repo, "list")
-    assert running_status(task_repo)["served"] == 0
+    assert status(task_repo)["served"] == new["served"] + 1
 
 
 def test_stop_lets_running_calls_finish(task_repo: Path) -> None:
