@@ -236,15 +236,19 @@ def test_concurrent_calls_are_all_served(task_repo: Path) -> None:
         subprocess.Popen(
             [GIT_CKPT, "event", "t1", "--type", "note", "--json", json.dumps({"i": i})],
             cwd=task_repo,
+            env=dict(os.environ, GIT_CKPT_DEBUG="1"),  # why a call was not served, if one is not
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(8)
     ]
+    errors = []
     for p in procs:
-        p.communicate(timeout=60)
-        assert p.returncode == 0
-    assert status(task_repo)["served"] == before + 8
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        errors.append(err)
+    assert status(task_repo)["served"] == before + 8, (errors, status(task_repo))
     assert sorted(e["data"]["i"] for e in notes(task_repo)) == list(range(8))
 
 
