@@ -417,6 +417,15 @@ def attach(daemon):
     os.write(w, b"ready")
     daemon.before_fork.append(lambda: note("before_fork " + daemon.worktree))
     daemon.in_child.append(lambda: note("in_child " + server.current.git_dir))
+    slices = []
+    def walk():
+        slices.append(1)
+        if len(slices) == 3:
+            note("idle task done")
+        return len(slices) < 3
+    daemon.add_idle(walk)
+    daemon.status_hooks["plugin"] = lambda: {"slices": len(slices)}
+    daemon.at_exit.append(lambda: note("at_exit"))
 
 server.STARTUP_HOOKS.append(attach)
 sys.exit(server.main([launch.fingerprint(), git_dir, worktree]))
@@ -431,14 +440,15 @@ def test_plug_ins_get_a_reader_and_fork_hooks(repo: Path, served: None, tmp_path
         stdin=subprocess.DEVNULL,
     )
     try:
-        running_status(repo)
+        assert running_status(repo)["plugin"] == {"slices": 3}
         ok(repo, "list")
         assert status(repo)["served"] == 1
-        lines = log_file.read_text().splitlines()
-        assert lines == ["reader ready", f"before_fork {real}", f"in_child {real}/.git"]
     finally:
         launch.control(f"{real}/.git", "stop")
         daemon.wait(timeout=30)
+    lines = log_file.read_text().splitlines()
+    assert sorted(lines[:2]) == ["idle task done", "reader ready"]
+    assert lines[2:] == [f"before_fork {real}", f"in_child {real}/.git", "at_exit"]
 
 
 def test_the_launcher_imports_stay_light() -> None:

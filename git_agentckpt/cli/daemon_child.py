@@ -1,22 +1,27 @@
 """The daemon's requests, and what its forked child does to become the caller.
 
 `parse_request` reads a request's fields (protocol: `cli/launch.py`);
+`preload` imports what every child needs, once, in the daemon;
 `run_child` runs in the forked child: it takes the caller's stdin, stdout and
 stderr, working directory, umask and environment (exactly: the daemon's own
 environment is cleared first), resets what libgit2 read from the environment
-at import, runs the click CLI and returns its exit status.
+at import, runs the click CLI and returns its exit status, which `report_exit` sends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
+import pkgutil
 import sys
 import time
 from dataclasses import dataclass, field
 
 from git_agentckpt.cli import launch
+
+_SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
 
 
 @dataclass
@@ -161,3 +166,30 @@ def child_failed(exc: BaseException) -> None:
         os.write(2, (msg + " (GIT_CKPT_DAEMON=off runs without the daemon)\n").encode())
     except OSError:
         pass
+
+
+def preload() -> None:
+    """Import every module of the package, and compile what every child would compile."""
+    import git_agentckpt
+
+    for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
+        if info.name not in _SKIP_PRELOAD:
+            importlib.import_module(info.name)
+    from git_agentckpt.cli.main import load_all_commands
+    from git_agentckpt.redact import precompile
+
+    load_all_commands()
+    precompile()
+
+
+def report_exit(fd: int, code: int) -> None:
+    """The child says how it ended, itself: its caller need not wait for the daemon.
+
+    Every other file is closed first (its locks released, its output complete),
+    so the caller's next call finds the repository as this one left it.
+    """
+    with contextlib.suppress(OSError):
+        os.closerange(0, fd)
+        os.closerange(fd + 1, 1 << 20)
+        os.set_blocking(fd, True)
+        os.write(fd, b"X" + code.to_bytes(4, "big", signed=True))

@@ -26,10 +26,27 @@ Plugging in (the work-tree watcher, for instance): a function appended to
 `STARTUP_HOOKS` is called once with the `Daemon`, after the socket is bound and
 before serving. It can read `daemon.worktree` and `daemon.git_dir`, register a
 readable fd with `daemon.add_reader(fd, callback)` (the callback runs in the loop
-when the fd is readable; an exception removes the reader), and append to
-`daemon.before_fork` (called in the daemon right before each child is forked, e.g.
-to drain pending events so the child sees them) and `daemon.in_child` (called in
-the child right after the fork). In the child, `current` is the daemon it was
+when the fd is readable; an exception removes the reader), queue background work
+in slices with `daemon.add_idle(task)` (run once per loop round while it returns
+True, between calls), and append to `daemon.before_fork` (called in the daemon
+right before each child is forked, e.g. to drain pending events so the child sees
+them), `daemon.in_child` (called in the child right after the fork),
+`daemon.at_exit` (called when the daemon exits) and `daemon.status_hooks[name]`
+(its result is shown under `name` in `git ckpt daemon status --json`). The
+work-tree watcher, for instance, plugs in as:
+
+    def watch(daemon):
+        w = watcher.start(daemon.worktree, daemon_find.agent_dir(daemon.git_dir))
+        if w is not None:
+            watcher.activate(w)
+            daemon.add_reader(w.fileno(), w.on_readable)
+            daemon.add_idle(w.step)
+            daemon.before_fork.append(w.before_fork)
+            daemon.at_exit.append(w.close)
+            daemon.status_hooks["watcher"] = w.status
+
+    STARTUP_HOOKS.append(watch)
+ In the child, `current` is the daemon it was
 forked from (with its memory as it was at the fork); it is None in any other
 process. A child must still check that the repository it opened is
 `current.git_dir` before trusting anything the daemon knows about it.
@@ -41,10 +58,8 @@ from __future__ import annotations
 
 import array
 import contextlib
-import importlib
 import json
 import os
-import pkgutil
 import selectors
 import signal
 import socket
@@ -60,31 +75,18 @@ from git_agentckpt.cli.daemon_child import (
     child_failed,
     exit_status,
     parse_request,
+    preload,
+    report_exit,
     run_child,
 )
 from git_agentckpt.cli.daemon_claim import claim
 
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 FORWARDED = set(launch.FORWARDED_SIGNALS)
-_SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
 MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
 
 STARTUP_HOOKS: list[Callable[[Daemon], None]] = []
 current: Daemon | None = None  # in a forked child: the daemon it was forked from
-
-
-def preload() -> None:
-    """Import every module of the package, and compile what every child would compile."""
-    import git_agentckpt
-
-    for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
-        if info.name not in _SKIP_PRELOAD:
-            importlib.import_module(info.name)
-    from git_agentckpt.cli.main import load_all_commands
-    from git_agentckpt.redact import precompile
-
-    load_all_commands()
-    precompile()
 
 
 @dataclass(eq=False)
@@ -129,8 +131,11 @@ class Daemon:
         self.conns: set[Conn] = set()  # every open client connection
         self.children: dict[int, Conn] = {}  # child pid -> its client
         self.readers: dict[int, Callable[[], None]] = {}
+        self.idle_tasks: list[Callable[[], bool]] = []
         self.before_fork: list[Callable[[], None]] = []
         self.in_child: list[Callable[[], None]] = []
+        self.at_exit: list[Callable[[], None]] = []
+        self.status_hooks: dict[str, Callable[[], object]] = {}
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket_path = daemon_find.socket_path(git_dir)
@@ -148,6 +153,20 @@ class Daemon:
         if self.readers.pop(fd, None) is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(fd)
+
+    def add_idle(self, task: Callable[[], bool]) -> None:
+        """Background work in slices: `task()` runs once per loop round, between calls,
+        while it returns True (the loop then polls instead of sleeping); keep a slice short."""
+        self.idle_tasks.append(task)
+
+    def _run_idle(self) -> None:
+        for task in list(self.idle_tasks):
+            try:
+                more = task()
+            except Exception:
+                more = False  # a broken plug-in must not take the daemon down
+            if not more:
+                self.idle_tasks.remove(task)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -171,7 +190,10 @@ class Daemon:
         return True
 
     def close(self) -> None:
-        """Remove our socket (only ours: we hold the lock) and let the lock go."""
+        """Run the `at_exit` hooks, remove our socket (only ours: we hold the lock), unlock."""
+        for hook in self.at_exit:
+            with contextlib.suppress(Exception):
+                hook()
         with contextlib.suppress(OSError):
             st = os.stat(daemon_find.SOCKET_NAME, dir_fd=self.dirfd, follow_symlinks=False)
             if st.st_ino == self.socket_inode:
@@ -195,7 +217,7 @@ class Daemon:
             if self.stopping and not self.children:
                 return
             timeout = self._timeout()
-            if timeout is not None and timeout <= 0 and self._idle():
+            if timeout is not None and timeout <= 0 and self._idle() and not self.idle_tasks:
                 return
             for key, _ in self.sel.select(None if timeout is None else max(timeout, 0)):
                 kind, ref = key.data
@@ -209,11 +231,14 @@ class Daemon:
                     self._run_reader(ref)
             self._expire()
             self._reap()
+            self._run_idle()
 
     def _idle(self) -> bool:
         return not self.children and not self.conns and not self.stopping
 
     def _timeout(self) -> float | None:
+        if self.idle_tasks:
+            return 0.0  # poll: background work is waiting
         now = time.monotonic()
         deadlines = [c.deadline for c in self.conns if c.state != "run"]
         if self._idle():
@@ -404,7 +429,7 @@ class Daemon:
         except BaseException as exc:
             child_failed(exc)
         finally:
-            _report_exit(own, code)
+            report_exit(own, code)
             os._exit(code)
 
     def _client_gone(self, conn: Conn) -> None:
@@ -439,7 +464,13 @@ class Daemon:
     def status(self) -> dict[str, object]:
         from git_agentckpt import __version__
 
-        return {
+        extra: dict[str, object] = {}
+        for name, hook in self.status_hooks.items():
+            try:
+                extra[name] = hook()
+            except Exception as exc:
+                extra[name] = f"error: {type(exc).__name__}: {exc}"
+        return extra | {
             "pid": os.getpid(),
             "version": __version__,
             "python": sys.executable,
@@ -457,19 +488,6 @@ class Daemon:
             "request_timeout": self.request_timeout,
             "stopping": self.stopping,
         }
-
-
-def _report_exit(fd: int, code: int) -> None:
-    """The child says how it ended, itself: its caller need not wait for the daemon.
-
-    Every other file is closed first (its locks released, its output complete),
-    so the caller's next call finds the repository as this one left it.
-    """
-    with contextlib.suppress(OSError):
-        os.closerange(0, fd)
-        os.closerange(fd + 1, 1 << 20)
-        os.set_blocking(fd, True)
-        os.write(fd, b"X" + code.to_bytes(4, "big", signed=True))
 
 
 def attach(daemon: Daemon) -> None:
