@@ -22,6 +22,11 @@ from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import OperationFailed, UsageError
 
 WAIT_SECONDS = 15.0
+_BASE_KEYS = {
+    "pid", "version", "python", "package", "fingerprint", "worktree", "git_dir", "socket",
+    "started", "served", "refused", "calls", "idle_timeout", "idle_for", "request_timeout",
+    "stopping",
+}  # fmt: skip
 
 
 def _where() -> tuple[str, str]:
@@ -97,6 +102,8 @@ def daemon_status_cmd(as_json: bool) -> None:
     for why, count in sorted(found["refused"].items()):
         click.echo(f"  {count} call(s) run by their caller: {why}")
     click.echo(f"  package {found['package']} ({found['python']})")
+    for name in sorted(set(found) - _BASE_KEYS):  # what plug-ins report (the watcher)
+        click.echo(f"  {name}: {json.dumps(found[name], sort_keys=True)}")
 
 
 @daemon.command(name="start")
