@@ -109,16 +109,16 @@ def _link(path: str) -> str:
 
 def identity(proc: str) -> dict[str, str]:
     """What must be equal, for `/proc/self` or `/proc/<pid>` (OSError when unreadable)."""
+    return _fixed(proc) | _movable(proc)
+
+
+def _fixed(proc: str) -> dict[str, str]:
+    """What a process cannot have changed from outside: namespaces, root, privileges."""
     found: dict[str, str] = {}
     for ns in NAMESPACES:
         found[NAMESPACE_NAMES[ns]] = _link(f"{proc}/ns/{ns}")
     root = os.stat(f"{proc}/root")
     found["root directory"] = f"{_link(f'{proc}/root')} {root.st_dev}:{root.st_ino}"
-    found["cgroup"] = _read(f"{proc}/cgroup")
-    for line in _read(f"{proc}/limits").splitlines()[1:]:
-        name = line[:26].strip()
-        if name:
-            found[f"resource limit ({name})"] = " ".join(line[26:].split())
     fields = dict(
         (k, " ".join(v.split()))
         for k, _, v in (line.partition(":") for line in _read(f"{proc}/status").splitlines())
@@ -127,6 +127,26 @@ def identity(proc: str) -> dict[str, str]:
         found[f"privileges ({key})"] = fields.get(key, "<none>")
     found["security label"] = _read(f"{proc}/attr/current").strip("\0\n ")
     return found
+
+
+def _movable(proc: str) -> dict[str, str]:
+    """What others can change under a process: its cgroup (moved) and limits (prlimit)."""
+    found = {"cgroup": _read(f"{proc}/cgroup")}
+    for line in _read(f"{proc}/limits").splitlines()[1:]:
+        name = line[:26].strip()
+        if name:
+            found[f"resource limit ({name})"] = " ".join(line[26:].split())
+    return found
+
+
+_OWN_FIXED: dict[str, str] = {}
+
+
+def own_identity() -> dict[str, str]:
+    """This process's identity; the fixed part is read once (the daemon never changes it)."""
+    if not _OWN_FIXED:
+        _OWN_FIXED.update(_fixed("/proc/self"))
+    return _OWN_FIXED | _movable("/proc/self")
 
 
 def difference(mine: dict[str, str], theirs: dict[str, str]) -> str | None:
@@ -157,7 +177,7 @@ def refusal(conn: socket.socket, cwd: str) -> str | None:
             here, there = os.stat(cwd), os.stat(f"{proc}/cwd")
         except OSError as exc:
             return f"cannot read the caller's {exc.filename or 'process'}: {exc.strerror}"
-        why = difference(identity("/proc/self"), theirs)
+        why = difference(own_identity(), theirs)
         if why is None and (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
             why = "working directory differs from the caller's own"
         try:
