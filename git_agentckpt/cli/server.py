@@ -39,8 +39,9 @@ work-tree watcher, for instance, plugs in as:
         w = watcher.start(daemon.worktree, daemon_find.agent_dir(daemon.git_dir))
         if w is not None:
             watcher.activate(w)
-            daemon.add_reader(w.fileno(), w.on_readable)
-            daemon.add_idle(w.step)
+            if w.fileno() >= 0:  # -1: it turned itself off (it says why in its status)
+                daemon.add_reader(w.fileno(), w.on_readable)
+                daemon.add_idle(w.step)
             daemon.before_fork.append(w.before_fork)
             daemon.at_exit.append(w.close)
             daemon.status_hooks["watcher"] = w.status
