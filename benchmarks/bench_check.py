@@ -44,6 +44,7 @@ from bench_lib import (
     median,
     paired,
     run_cli,
+    start_server,
 )
 from bench_profile import frame_label, git_subcommand
 
@@ -173,11 +174,14 @@ def bench_check(
 
     argv = [cli_path(), "-C", str(repo), "check", TASK]
     cli = functools.partial(run_cli, argv, env)
-    cold = functools.partial(run_cli, argv, {**env, "GIT_CKPT_SERVER": "off"})
+    cold = functools.partial(
+        run_cli, argv, {**env, "GIT_CKPT_SERVER": "off", "GIT_CKPT_DAEMON": "off"}
+    )
     mut.step()
     cold()  # warm-up (exit status 0: every block constraint passed)
+    start_server(env, repo)  # this work tree's daemon (bench_cli may have started it)
     mut.step()
-    cli()  # the warm server runs (bench_cli started it): this call is handed to it
+    cli()  # handed to the daemon
     for i in range(rounds):  # rounds of their own: they share the private index
         mut.step()
         alternate(i, functools.partial(res.cli.add, cli), _add(res.git_cli, status))

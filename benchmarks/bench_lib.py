@@ -233,24 +233,54 @@ def cli_path() -> str:
 def cli_env(work: Path, server: bool = True) -> dict[str, str]:
     """Like an installed package: bytecode cached (in the temp dir, not in the source tree).
 
-    `server`: calls are handed to the warm server (the default for users), or each
-    runs in its own process (GIT_CKPT_SERVER=off).
+    `server`: calls are handed to the work tree's daemon (the default for users), or
+    each runs in its own process (GIT_CKPT_DAEMON=off).
     """
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    env["GIT_CKPT_SERVER"] = "auto" if server else "off"
-    env["GIT_CKPT_SERVER_IDLE"] = "600"
+    for name in ("GIT_CKPT_DAEMON", "GIT_CKPT_SERVER"):
+        env[name] = "auto" if server else "off"
+    env["GIT_CKPT_DAEMON_IDLE"] = "600"
+    env["GIT_CKPT_DAEMON_TIMEOUT"] = "5"  # a busy machine: a late daemon still serves
     return env
 
 
-def start_server(env: Mapping[str, str]) -> None:
-    """Start the warm server of the sealed HOME (calls would start it on their own)."""
-    run_cli([cli_path(), "server", "start"], env)
+def start_server(env: Mapping[str, str], repo: Path) -> None:
+    """Start the daemon of `repo`'s work tree (its first call would start it on its own).
+
+    The daemon is per work tree: a benchmark that times warm calls in a repository
+    starts that repository's daemon first, so no timed call runs cold.
+    """
+    run_cli([cli_path(), "-C", str(repo), "daemon", "start"], env)
 
 
-def stop_servers(env: Mapping[str, str]) -> None:
-    subprocess.run([cli_path(), "server", "stop"], capture_output=True, check=False, env=env)
+def stop_servers(env: Mapping[str, str], root: Path) -> None:
+    """Stop every daemon serving a work tree under `root` (a benchmark's temp directory)."""
+    for worktree in sorted(_daemon_worktrees(root)):
+        subprocess.run(
+            [cli_path(), "-C", worktree, "daemon", "stop"],
+            capture_output=True,
+            check=False,
+            env=env,
+        )
+
+
+def _daemon_worktrees(root: Path) -> set[str]:
+    """Work trees under `root` with a running daemon (its argv ends with the work tree)."""
+    prefix = os.fsencode(os.path.realpath(root))
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = len(argv) >= 4 and any(b"git_agentckpt.cli.server" in a for a in argv)
+        if ours and argv[-2].startswith(prefix):  # argv[-1] is empty (a trailing NUL)
+            found.add(os.fsdecode(argv[-2]))
+    return found
 
 
 def run_cli(argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:

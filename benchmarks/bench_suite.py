@@ -167,8 +167,8 @@ IMPORT_STEPS = {
 
 @dataclass
 class CliResult:
-    create: Series  # each call in its own process (GIT_CKPT_SERVER=off)
-    create_warm: Series  # handed to the warm server
+    create: Series  # each call in its own process (GIT_CKPT_DAEMON=off)
+    create_warm: Series  # handed to the work tree's daemon
     startup: Series
     git_startup: Series
     imports: dict[str, Series]
@@ -183,7 +183,7 @@ def bench_cli(repo: Path, work: Path, mut: Mutator, rounds: int) -> CliResult:
     create_warm = functools.partial(run_cli, argv, warm_env)
     mut.step()
     create()  # warm-up: starts task bench2, writes the bytecode cache
-    start_server(warm_env)
+    start_server(warm_env, repo)
     mut.step()
     create_warm()
     res = CliResult(Series(), Series(), Series(), Series(), {k: Series() for k in IMPORT_STEPS})
@@ -520,7 +520,7 @@ def main(argv: Sequence[str]) -> int:
         log(f"written {results / name}.md and .json")
         return 0
     finally:
-        stop_servers(cli_env(work))
+        stop_servers(cli_env(work), work)
         if os.environ.get("BENCH_KEEP"):
             log(f"kept {work}")
         else:

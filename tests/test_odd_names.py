@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from daemon_helpers import ok, running_status, serving, status
 from helpers import ckpt, ckpt_json, real_ckpt
 from test_repo_layouts import assert_snapshot_is_plumbing
-from test_server import ok, running_status, served, status
 
 from git_agentckpt.paths import from_json, fs_bytes, quote, to_json, unquote
 
@@ -29,7 +29,11 @@ UTF8 = "caf\u00e9.txt".encode()  # the same word in UTF-8
 TABBED = b"tab\there.txt"
 SHOWN = '"caf\\351.txt"'  # how git prints LATIN1 (core.quotePath, the default)
 
-__all__ = ["served"]  # the warm-server fixture of tests/test_server.py
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The per-worktree daemon on for this test (tests/daemon_helpers.py)."""
+    yield from serving(monkeypatch, tmp_path)
 
 
 def put(repo: Path, name: bytes, data: bytes) -> None:
@@ -179,17 +183,17 @@ def test_through_real_git(odd: Path) -> None:
     assert f"`{SHOWN}`: restored" in resumed.stdout and exists(odd, LATIN1)
 
 
-def test_through_the_warm_server(odd: Path, served: None) -> None:
-    ok(odd, "list")  # starts the server
-    running_status()
+def test_through_the_daemon(odd: Path, served: None) -> None:
+    ok(odd, "list")  # starts the daemon
+    running_status(odd)
     added, start = (c["id"] for c in ckpt_json(odd, "list", "t"))
-    before = status()["served"]
+    before = status(odd)["served"]
     os.unlink(os.path.join(os.fsencode(odd), LATIN1))
     assert f"would write  {SHOWN}" in ok(odd, "restore", "t", "--dry-run")
     assert f"wrote  {SHOWN}" in ok(odd, "restore", "t")
     assert exists(odd, LATIN1)
     assert f"A\t{SHOWN}" in ok(odd, "diff", start, added)
-    assert status()["served"] == before + 3
+    assert status(odd)["served"] == before + 3
 
 
 def test_type_change_is_one_change(repo: Path) -> None:

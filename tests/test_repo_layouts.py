@@ -13,16 +13,21 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import git
+from daemon_helpers import daemon_pids, ok, running_status, serving, status
 from helpers import BIN_DIR, ckpt, ckpt_json
-from test_server import running_status, served, status
 
 from git_agentckpt.git.repo import GitRepo
 
-__all__ = ["served"]  # the warm-server fixture of tests/test_server.py
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """The per-worktree daemon on for this test (tests/daemon_helpers.py)."""
+    yield from serving(monkeypatch, tmp_path)
 
 
 def plumbing_tree(work: Path, git_dir: Path, scratch: Path) -> str:
@@ -203,8 +208,12 @@ def test_git_options_reach_ckpt_through_real_git(
     assert_snapshot_is_plumbing(b, b / ".git", commit, tmp_path)
 
 
-def test_git_options_through_the_warm_server(two_repos: tuple[Path, Path], served: None) -> None:
-    """The server's child takes the caller's GIT_DIR / GIT_WORK_TREE and working directory."""
+def test_git_options_run_in_their_own_process(
+    two_repos: tuple[Path, Path], served: None, tmp_path: Path
+) -> None:
+    """`git --git-dir … ckpt` sets GIT_DIR / GIT_WORK_TREE: the daemon, found by walking up
+    from the working directory, would be the wrong one, so the call runs in its own process
+    (and starts no daemon), with the repository git names."""
     a, b = two_repos
     env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"])
     through_git = ["git", "--git-dir", "../B/.git", "--work-tree", "../B", "ckpt"]
@@ -216,13 +225,15 @@ def test_git_options_through_the_warm_server(two_repos: tuple[Path, Path], serve
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    call("list")  # runs inline and starts the server
-    running_status()
-    before = status()["served"]
+    ok(a, "list")  # a daemon for A, which the calls below must not use
+    assert running_status(a)["served"] == 0
+    call("list")
     call("task", "start", "t", "--goal", "g")
-    call("create", "-t", "t", "-m", "served")
-    assert "served" in call("list", "t")
-    assert status()["served"] == before + 3
+    call("create", "-t", "t", "-m", "own process")
+    assert "own process" in call("list", "t")
+    assert status(a)["served"] == 0
+    assert not status(b)["running"]
+    assert len(daemon_pids(tmp_path)) == 1
     assert git(a, "for-each-ref", "refs/agent") == ""
     assert git(b, "rev-parse", "--verify", "-q", "refs/agent/checkpoints/t")
 

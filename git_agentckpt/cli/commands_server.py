@@ -1,8 +1,10 @@
-"""`git ckpt server start|stop|status`: the warm server that spares each call Python's start-up.
+"""`git ckpt daemon start|stop|status`: this work tree's daemon (`server` is a hidden alias).
 
-The server itself is `cli/server.py`; `cli/launch.py` starts it on the first
-call and hands it later calls. These commands always run in the calling
-process (never through the server they manage).
+The daemon itself is `cli/server.py`; `cli/launch.py` starts it on the first
+call in a work tree and hands it later calls. These commands always run in the
+calling process (never through the daemon they manage; the daemon refuses
+them too). The work tree is found the way `git-ckpt` finds it
+(`daemon_find.discover`), so these commands talk to the daemon calls would use.
 """
 
 from __future__ import annotations
@@ -14,137 +16,144 @@ from typing import Any
 
 import click
 
-from git_agentckpt.cli import launch
+from git_agentckpt.cli import daemon_find, launch
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import OperationFailed, UsageError
 
 WAIT_SECONDS = 15.0
+_BASE_KEYS = {
+    "pid", "version", "python", "package", "fingerprint", "worktree", "git_dir", "socket",
+    "started", "served", "refused", "calls", "idle_timeout", "idle_for", "request_timeout",
+    "stopping",
+}  # fmt: skip
 
 
-def _require_support() -> None:
-    if not launch.supported():
+def _where() -> tuple[str, str]:
+    """(work tree, git dir) of the daemon calls from here would use."""
+    if not daemon_find.supported():
         raise UsageError(
-            "the git-ckpt server needs Linux (abstract unix sockets)",
+            "the git-ckpt daemon needs Linux (SO_PEERCRED, /proc)",
             hint="every call runs without it; nothing to do",
         )
+    ctx = click.get_current_context()
+    start = os.path.join(os.getcwd(), str(ctx.find_root().obj or "."))
+    found = daemon_find.discover(start, os.environ)
+    if found is None:
+        unclear = [v for v in daemon_find.UNCLEAR_VARS if v in os.environ]
+        raise UsageError(
+            "no daemon here: "
+            + (f"{', '.join(unclear)} set" if unclear else "not inside a git work tree"),
+            hint="calls from here run in their own process; nothing to do",
+        )
+    return found
 
 
-def this_address() -> bytes:
-    return launch.address(launch.fingerprint())
-
-
-def all_addresses() -> list[bytes]:
-    """Every git-ckpt server socket of this user, any version (from /proc/net/unix)."""
-    prefix = f"@git-ckpt/{os.getuid()}/"
-    found: set[bytes] = set()
-    try:
-        with open("/proc/net/unix", encoding="utf-8", errors="replace") as fh:
-            next(fh, None)
-            for line in fh:
-                parts = line.split()
-                if len(parts) >= 8 and parts[7].startswith(prefix):
-                    found.add(b"\0" + parts[7][1:].encode())
-    except OSError:
-        return [this_address()]
-    return sorted(found)
-
-
-def server_status(addr: bytes) -> dict[str, Any] | None:
-    reply = launch.control(addr, "status")
+def daemon_status(git_dir: str) -> dict[str, Any] | None:
+    reply = launch.control(git_dir, "status")
     if reply is None or reply[0] != "S":
         return None
     status: dict[str, Any] = json.loads(reply[1])
     return status
 
 
-def _wait(addr: bytes, running: bool) -> dict[str, Any] | None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        status = server_status(addr)
-        if (status is not None) == running or time.monotonic() > deadline:
-            return status
-        time.sleep(0.05)
+def _gone(pid: int) -> bool:
+    return not launch.alive(pid)
 
 
 @cli.group()
-def server() -> None:
-    """The warm server: imports done once, one forked child per call (Linux).
+def daemon() -> None:
+    """This work tree's daemon: imports done once, one forked child per call (Linux).
 
-    The first `git ckpt` call starts it in the background; later calls are
-    handed to it and skip Python's start-up. It exits after
-    GIT_CKPT_SERVER_IDLE seconds (900) without a call. GIT_CKPT_SERVER=off
-    runs every call in its own process.
+    The first `git ckpt` call in a work tree starts it in the background; later
+    calls from the same user, namespaces, cgroup, limits and privileges are
+    handed to it and skip Python's start-up (others run in their own process).
+    It exits after GIT_CKPT_DAEMON_IDLE seconds (900) without a call.
+    GIT_CKPT_DAEMON=off runs every call in its own process.
     """
 
 
-@server.command(name="status")
-@click.option("--all", "every", is_flag=True, help="Every server of this user, any version.")
+@daemon.command(name="status")
 @json_option
-def server_status_cmd(every: bool, as_json: bool) -> None:
-    """Show whether the server for this installation runs, and what it has served."""
-    _require_support()
-    addrs = all_addresses() if every else [this_address()]
-    found = [s for s in (server_status(a) for a in addrs) if s is not None]
-    enabled = launch.enabled(os.environ)
+def daemon_status_cmd(as_json: bool) -> None:
+    """Show whether this work tree's daemon runs, and what it has served."""
+    worktree, git_dir = _where()
+    found = daemon_status(git_dir)
+    enabled = daemon_find.enabled(os.environ)
     if as_json:
-        if every:
-            emit_json({"enabled": enabled, "servers": found})
-        else:
-            emit_json({"enabled": enabled, "running": bool(found), **(found[0] if found else {})})
+        emit_json({"enabled": enabled, "running": found is not None, **(found or {})})
         return
     if not enabled:
-        click.echo(f"{launch.MODE_VAR}=off: calls run without a server")
-    if not found:
-        click.echo("no server running" + (" for this installation" if not every else ""))
-    for s in found:
-        state = "stopping" if s["stopping"] else "running"
-        click.echo(
-            f"{state}: pid {s['pid']}, git-ckpt {s['version']}, {s['served']} call(s) served, "
-            f"{len(s['calls'])} running, idle {s['idle_for']:.0f}s of {s['idle_timeout']:.0f}s"
-        )
-        click.echo(f"  package {s['package']} ({s['python']})")
+        click.echo(f"{daemon_find.MODE_VAR}=off: calls run without the daemon")
+    if found is None:
+        click.echo(f"no daemon running for {worktree}")
+        return
+    state = "stopping" if found["stopping"] else "running"
+    click.echo(
+        f"{state}: pid {found['pid']}, git-ckpt {found['version']}, "
+        f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(found['started']))}"
+    )
+    click.echo(f"  worktree {found['worktree']}")
+    click.echo(f"  socket   {found['socket']}")
+    click.echo(
+        f"  {found['served']} call(s) served, {len(found['calls'])} running, "
+        f"idle {found['idle_for']:.0f}s of {found['idle_timeout']:.0f}s"
+    )
+    for why, count in sorted(found["refused"].items()):
+        click.echo(f"  {count} call(s) run by their caller: {why}")
+    click.echo(f"  package {found['package']} ({found['python']})")
+    for name in sorted(set(found) - _BASE_KEYS):  # what plug-ins report (the watcher)
+        click.echo(f"  {name}: {json.dumps(found[name], sort_keys=True)}")
 
 
-@server.command(name="start")
-def server_start() -> None:
-    """Start the server now (the first call would otherwise start it)."""
-    _require_support()
-    fp = launch.fingerprint()
-    addr = launch.address(fp)
-    status = server_status(addr)
-    if status is not None:
+@daemon.command(name="start")
+def daemon_start() -> None:
+    """Start this work tree's daemon now (the first call would otherwise start it)."""
+    worktree, git_dir = _where()
+    status = daemon_status(git_dir)
+    if status is not None and status["fingerprint"] == launch.fingerprint():
         click.echo(f"already running: pid {status['pid']}")
         return
-    if launch.spawn_server(fp) is None:
-        raise OperationFailed("could not start the server", hint="run with GIT_CKPT_SERVER=off")
-    status = _wait(addr, running=True)
-    if status is None:
-        raise OperationFailed(
-            f"the server did not answer within {WAIT_SECONDS:.0f} s",
-            hint="calls still work without it; try `git ckpt server start` again",
-        )
-    click.echo(f"started: pid {status['pid']}")
-    if not launch.enabled(os.environ):
-        click.echo(f"note: {launch.MODE_VAR}=off here, so calls from this shell will not use it")
-
-
-@server.command(name="stop")
-@click.option("--all", "every", is_flag=True, help="Every server of this user, any version.")
-def server_stop(every: bool) -> None:
-    """Stop the server; calls it is running finish first."""
-    _require_support()
-    stopped = 0
-    for addr in all_addresses() if every else [this_address()]:
-        status = server_status(addr)
-        if status is None or launch.control(addr, "stop") is None:
-            continue
-        if _wait(addr, running=False) is not None:
+    fp = launch.fingerprint()
+    if launch.spawn_daemon(fp, worktree, git_dir) is None:
+        raise OperationFailed("could not start the daemon", hint="run with GIT_CKPT_DAEMON=off")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (status := daemon_status(git_dir)) is None or status["fingerprint"] != fp:
+        if time.monotonic() > deadline:
             raise OperationFailed(
-                f"server pid {status['pid']} is still running calls after {WAIT_SECONDS:.0f} s",
-                hint="it exits when they end; `git ckpt server status` shows them",
+                f"the daemon did not answer within {WAIT_SECONDS:.0f} s",
+                hint="calls still work without it; try `git ckpt daemon start` again",
             )
-        click.echo(f"stopped: pid {status['pid']}")
-        stopped += 1
-    if not stopped:
-        click.echo("no server running")
+        time.sleep(0.05)
+    click.echo(f"started: pid {status['pid']}")
+    if not daemon_find.enabled(os.environ):
+        off = f"{daemon_find.MODE_VAR}=off"
+        click.echo(f"note: {off} here, so calls from this shell will not use it")
+
+
+@daemon.command(name="stop")
+def daemon_stop() -> None:
+    """Stop this work tree's daemon; calls it is running finish first."""
+    _worktree, git_dir = _where()
+    status = daemon_status(git_dir)
+    if status is None or launch.control(git_dir, "stop") is None:
+        click.echo("no daemon running")
+        return
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not _gone(status["pid"]):
+        if time.monotonic() > deadline:
+            raise OperationFailed(
+                f"daemon pid {status['pid']} is still running calls after {WAIT_SECONDS:.0f} s",
+                hint="it exits when they end; `git ckpt daemon status` shows them",
+            )
+        time.sleep(0.05)
+    click.echo(f"stopped: pid {status['pid']}")
+
+
+server = click.Group(
+    "server",
+    commands=dict(daemon.commands),
+    hidden=True,
+    help="The former name of `git ckpt daemon` (same subcommands).",
+)
+cli.add_command(server)

@@ -1,40 +1,62 @@
-"""`git-ckpt`'s entry point: hand the call to a warm server, or run it here.
+"""`git-ckpt`'s entry point: hand the call to this work tree's daemon, or run it here.
 
 Python start-up plus the modules a command needs (click, pygit2, yaml, ours)
 cost 150-250 ms before any work, and agents call `git ckpt` after every turn.
-A per-user server (`cli/server.py`) keeps those modules imported and forks one
-child per call. The child receives this process's stdin, stdout and stderr
+A per-worktree daemon (`cli/server.py`) keeps those modules imported and forks
+one child per call. The child receives this process's stdin, stdout and stderr
 (the file descriptors themselves, over a unix socket), its argv, working
 directory, umask and whole environment, so it behaves as the call would have
 here: same output, same terminal checks, same exit status.
 
+The daemon is found through a socket in the repository's private directory,
+`<git dir>/agent/daemon.sock` (the per-worktree git dir: each linked worktree
+has its own), like git's `fsmonitor--daemon`. The git dir is found here
+without pygit2, walking up from the working directory (and `-C`) for `.git`
+the way git does; with GIT_DIR, GIT_WORK_TREE, GIT_COMMON_DIR,
+GIT_CEILING_DIRECTORIES or GIT_DISCOVERY_ACROSS_FILESYSTEM set, outside a
+work tree, or when anything is unclear, the call simply runs here.
+
+The daemon serves a call only when the caller is its twin (same user,
+namespaces, root, cgroup, resource limits, privileges: `cli/daemon_peer.py`)
+and the command needs no person or terminal (`refusal`, checked again by the
+daemon itself); otherwise it answers "not served: <reason>" and the call runs
+here (GIT_CKPT_DEBUG shows the reason). A daemon that does not answer within
+GIT_CKPT_DAEMON_TIMEOUT seconds (1) is given up on: the call runs here.
+Ctrl-C and SIGTERM end this process at any point.
+
 This module runs before anything else is imported, so it uses only what the
-interpreter or the `git-ckpt` script has already loaded (`os`, `sys`, `re`
-and so `enum`, which makes `signal` cheap) and the C module `_socket`;
+interpreter or the `git-ckpt` script has already loaded (`os`, `sys`, `time`,
+`re` and so `enum`, which makes `signal` cheap) and the C module `_socket`;
 `typing` alone would cost ~10 ms, `socket` ~4 ms.
 
-When no server answers, the call runs here as before and a server is started
-in the background for the next calls. `GIT_CKPT_SERVER=off` turns all of this
-off; `git ckpt server status|stop` manage it. Linux only (abstract unix
-sockets, SO_PEERCRED); elsewhere every call runs here.
+When no daemon answers, the call runs here and a daemon is started in the
+background for the next calls. `GIT_CKPT_DAEMON=off` (or the older
+`GIT_CKPT_SERVER=off`) turns all of this off; `git ckpt daemon status|stop`
+manage it. Linux only (SO_PEERCRED, /proc); elsewhere every call runs here.
 
-The wire protocol (version `ckpt1`; the socket's name carries a fingerprint of
-the interpreter, the installed package and HOME, so a server never serves a
-client of another version):
+The wire protocol (version `ckpt2`):
 
-    client -> server  4-byte length N (with SCM_RIGHTS: fds 0, 1, 2), then N
-                      bytes of NUL-separated fields:
+    client -> daemon  4-byte length N, then N bytes of NUL-separated fields:
                       kind ("run" | "status" | "stop"), protocol, fingerprint,
                       and for "run": cwd, umask, argc, argv..., environ...
-    server -> client  "P" + pid      the child started (run)
-                      "X" + status   the child ended: its exit status, or
-                                     128 + signal (run)
-                      "R" + reason   refused before starting anything: the
-                                     client runs the call itself
-                      "S" + JSON     status; "K" stop accepted
-    Every number is a 4-byte big-endian integer. A client that disappears
-    (EOF on its socket) has its child's process group killed (SIGKILL), as if
-    the call had run in the killed process.
+    daemon -> client  "A"            accepted: every check passed (run)
+                      "R" + reason   refused, nothing started: the client runs
+                                     the call itself ("stale: ..." when the
+                                     fingerprint differs: it also starts a new
+                                     daemon, which replaces this one)
+                      "S" + JSON     status; "K" + text: stop accepted
+    client -> daemon  "G"            go: the client is committed (run); with
+                                     SCM_RIGHTS: its fds 0, 1, 2
+    daemon -> client  "P" + pid      the child started
+                      "X" + status   the call ended: its exit status (sent by
+                                     the child itself), or 128 + signal (sent
+                                     by the daemon when it reaps a child that
+                                     did not report)
+    Text bodies are a 4-byte length and the bytes; numbers are 4-byte
+    big-endian integers. The two-step start ("A", then "G") means a request
+    the client gave up on (timeout, signal) is never run: the daemon forks
+    only on "G". A client that disappears (EOF on its socket) while its call
+    runs has the call's process killed (SIGKILL), as if it had run there.
 """
 
 from __future__ import annotations
@@ -43,40 +65,32 @@ import _socket
 import os
 import signal
 import sys
+import time
+
+from git_agentckpt.cli.daemon_find import (
+    LOCK_NAME,
+    SOCKET_NAME,
+    SUN_PATH_MAX,
+    agent_dir,
+    discover,
+    enabled,
+    refusal,
+    socket_path,
+    start_dir,
+    timeout_seconds,
+)
 
 TYPE_CHECKING = False  # no `import typing` here (see the module docstring)
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-PROTOCOL = "ckpt1"
-MODE_VAR = "GIT_CKPT_SERVER"  # auto (default) | off
-IDLE_VAR = "GIT_CKPT_SERVER_IDLE"  # seconds without a call before the server exits
-DEFAULT_IDLE = 900.0
-OFF_WORDS = frozenset({"0", "off", "no", "false", "never"})
-# Commands that always run in the calling process: `trust` and `confirm` (--by-human)
-# ask the person at this terminal, `fetch` and `push` may have git ask for credentials
-# there (the server's children have no controlling terminal), and `server` manages the
-# server itself.
-INLINE_COMMANDS = frozenset({"trust", "confirm", "fetch", "push", "server"})
-MAX_REQUEST = 4 << 20  # bytes of argv + environment a server accepts
+
+PROTOCOL = "ckpt2"
+MAX_REQUEST = 4 << 20  # bytes of argv + environment a daemon accepts
 SO_PEERCRED = 17  # Linux; _socket does not export it
 INTERNAL = 70  # errors.Exit.INTERNAL (not imported: errors pulls in more)
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-def supported() -> bool:
-    return sys.platform.startswith("linux") and hasattr(_socket, "CMSG_SPACE")
-
-
-def enabled(env: Mapping[str, str]) -> bool:
-    return supported() and env.get(MODE_VAR, "auto").strip().lower() not in OFF_WORDS
-
-
-def idle_seconds(env: Mapping[str, str]) -> float:
-    try:
-        return max(1.0, float(env.get(IDLE_VAR, "") or DEFAULT_IDLE))
-    except ValueError:
-        return DEFAULT_IDLE
+POLL_SECONDS = 0.25  # while a call runs: how often to look whether its process still lives
 
 
 def package_dir() -> str:
@@ -84,14 +98,13 @@ def package_dir() -> str:
 
 
 def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """What a server must share with its clients: interpreter, package files, HOME.
+    """What a daemon must share with its clients: interpreter, package files, HOME.
 
     The package part is the newest mtime and the number of its `.py` files
     (about 70 `stat` calls, ~0.3 ms) and the mtime of the directory holding
     it (site-packages: any install or removal there changes it): editing or
-    upgrading the package or a dependency gives a new fingerprint, so a new
-    server; the old one idles out. HOME keeps the servers of separate homes
-    (and of tests) apart.
+    upgrading the package or a dependency gives a new fingerprint, so the
+    daemon refuses the call as stale and is replaced. HOME is part of it too.
     """
     from git_agentckpt import __version__
 
@@ -109,8 +122,7 @@ def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) ->
                     newest = max(newest, entry.stat().st_mtime_ns)
                     count += 1
     exe = f"{sys.executable}|{sys.prefix}"  # the venv, not only the interpreter behind it
-    # installing or removing any package in the venv changes its site-packages directory
-    try:
+    try:  # installing or removing any package in the venv changes its site-packages
         site = os.stat(os.path.dirname(pkg)).st_mtime_ns
     except OSError:
         site = 0
@@ -118,93 +130,108 @@ def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) ->
     return f"{PROTOCOL}|{__version__}|{exe}|{pkg}|{count}|{newest}|{site}|{home}"
 
 
-def address(fp: str) -> bytes:
-    """The abstract socket name: no file to go stale after a crash (Linux)."""
-    h = 0xCBF29CE484222325  # FNV-1a, 64 bits: hashlib would cost ~3 ms to import
-    for byte in fp.encode("utf-8", "surrogateescape"):
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return b"\0git-ckpt/%d/%016x" % (os.getuid(), h)
-
-
-def command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand named in `argv` (after the group's options), or None."""
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "-C":
-            i += 2
-            continue
-        if arg.startswith("-"):
-            i += 1
-            continue
-        return arg
-    return None
+# -- talking to the daemon ------------------------------------------------------------------
 
 
 def _int(n: int) -> bytes:
     return n.to_bytes(4, "big", signed=True)
 
 
-def connect(addr: bytes, timeout: float | None = None) -> _socket.socket | None:
-    """A connection to the server at `addr` if one answers and runs as this user."""
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+class NoDaemon(Exception):
+    """No daemon listens (no socket, or a stale one): one may be started."""
+
+
+def connect(git_dir: str, timeout: float | None) -> _socket.socket:
+    """A connection to the daemon of `git_dir`, running as this user.
+
+    Raises NoDaemon when none listens, OSError for anything else (then the
+    call runs here and no daemon is started). A path longer than a socket
+    address can hold is reached through /proc/self/fd/<fd of its directory>.
+    """
+    path = socket_path(git_dir)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    dirfd = -1
     try:
         sock.settimeout(timeout)
-        sock.connect(addr)
+        if len(os.fsencode(path)) >= SUN_PATH_MAX:
+            dirfd = os.open(agent_dir(git_dir), os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            path = f"/proc/self/fd/{dirfd}/{SOCKET_NAME}"
+        sock.connect(path)
         cred = sock.getsockopt(_socket.SOL_SOCKET, SO_PEERCRED, 12)
         if int.from_bytes(cred[4:8], sys.byteorder) != os.getuid():
-            sock.close()  # somebody else holds the name: never hand them our files
-            return None
-    except OSError:
+            raise PermissionError("the daemon's socket belongs to another user")
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
         sock.close()
-        return None
+        raise NoDaemon(str(exc)) from exc
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        if dirfd >= 0:
+            os.close(dirfd)
     return sock
 
 
-def send_request(sock: _socket.socket, fields: Sequence[str], fds: Sequence[int] = ()) -> None:
+def send_request(sock: _socket.socket, fields: Sequence[str]) -> None:
     payload = b"\0".join(os.fsencode(f) for f in fields)
-    head = _int(len(payload))
-    if fds:
-        rights = b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
-        ancillary = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)]
-        sent = sock.sendmsg([head], ancillary)
-    else:
-        sent = sock.send(head)
-    sock.sendall(head[sent:] + payload)
+    sock.sendall(_int(len(payload)) + payload)
 
 
-def recv_exact(sock: _socket.socket, n: int) -> bytes | None:
-    """`n` bytes, or None at end of stream."""
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
+class Replies:
+    """The daemon's replies, parsed from what has arrived (a read may time out mid-way)."""
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def _take(self) -> tuple[str, bytes] | None:
+        buf = self.buf
+        if not buf:
             return None
-        buf += chunk
-    return buf
+        kind = buf[:1]
+        if kind in (b"A", b"G"):
+            size = 1
+        elif kind in (b"P", b"X"):
+            size = 5
+        elif len(buf) < 5:
+            return None
+        else:
+            size = 5 + int.from_bytes(buf[1:5], "big")
+        if len(buf) < size:
+            return None
+        self.buf = buf[size:]
+        body = buf[1:size] if size <= 5 else buf[5:size]
+        return kind.decode("latin-1"), body
+
+    def next(self, timeout: float | None) -> tuple[str, bytes] | None:
+        """The next reply; None at end of stream; TimeoutError after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            reply = self._take()
+            if reply is not None:
+                return reply
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no answer")
+                self.sock.settimeout(left)
+            else:
+                self.sock.settimeout(None)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
 
 
-def recv_reply(sock: _socket.socket) -> tuple[str, bytes] | None:
-    """One server reply: its kind letter and body, or None at end of stream."""
-    kind = recv_exact(sock, 1)
-    if kind is None:
-        return None
-    if kind in (b"P", b"X"):
-        body = recv_exact(sock, 4)
-    else:
-        size = recv_exact(sock, 4)
-        body = None if size is None else recv_exact(sock, int.from_bytes(size, "big"))
-    return None if body is None else (kind.decode(), body)
-
-
-def control(addr: bytes, kind: str, timeout: float = 5.0) -> tuple[str, bytes] | None:
-    """Send `status` or `stop` to the server at `addr`; its reply, or None if none runs."""
-    sock = connect(addr, timeout)
-    if sock is None:
+def control(git_dir: str, kind: str, timeout: float = 5.0) -> tuple[str, bytes] | None:
+    """Send `status` or `stop` to the daemon of `git_dir`; its reply, or None if none runs."""
+    try:
+        sock = connect(git_dir, timeout)
+    except (NoDaemon, OSError):
         return None
     try:
         send_request(sock, [kind, PROTOCOL, "*"])
-        return recv_reply(sock)
+        return Replies(sock).next(timeout)
     except OSError:
         return None
     finally:
@@ -225,81 +252,119 @@ def _std_fds() -> tuple[list[int], list[int]]:
     return fds, opened
 
 
-class _Forwarder:
-    """Signals to this process go to the child's process group once its pid is known.
+class Interrupted(BaseException):
+    """A signal came before the call started: this process ends (128 + the signal)."""
 
-    Installed before the request is sent, so a Ctrl-C that comes before the
-    server's answer is not lost: it is sent on as soon as the pid arrives.
-    """
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Forwarder:
+    """Signals end this process until the call's pid is known, then go to its process group."""
 
     def __init__(self) -> None:
         self.pid: int | None = None
-        self.pending: list[int] = []
+        self.received: list[int] = []
         self.saved = {s: signal.signal(s, self.handle) for s in FORWARDED_SIGNALS}
 
     def handle(self, signum: int, _frame: object) -> None:
+        self.received.append(signum)
         if self.pid is None:
-            self.pending.append(signum)
-        else:
-            self.send(signum)
-
-    def send(self, signum: int) -> None:
+            raise Interrupted(signum)
         for kill in (os.killpg, os.kill):  # the group, or the child if it has none yet
             try:
-                kill(self.pid or 0, signum)
+                kill(self.pid, signum)
                 return
             except OSError:
                 continue
 
-    def start(self, pid: int) -> None:
-        self.pid = pid
-        for signum in self.pending:
-            self.send(signum)
-
     def restore(self) -> None:
         for signum, handler in self.saved.items():
             signal.signal(signum, handler)
-        if self.pending:  # interrupted before anything started
-            sys.exit(128 + self.pending[0])
 
 
-def run_remote(fp: str, argv: Sequence[str]) -> int | None:
-    """Run the call in a forked child of the server: its exit status.
+def _request(argv: Sequence[str], fp: str) -> list[str]:
+    return [
+        "run",
+        PROTOCOL,
+        fp,
+        os.getcwd(),
+        str(_umask()),
+        str(len(argv) + 1),
+        sys.argv[0],
+        *argv,
+        *(f"{k}={v}" for k, v in os.environ.items()),
+    ]
 
-    None when no server answered or it refused before starting anything:
-    the caller then runs the call itself.
-    """
-    sock = connect(address(fp))
-    if sock is None:
-        return None
-    fds, opened = _std_fds()
-    forwarder = _Forwarder()
+
+def _handshake(sock: _socket.socket, replies: Replies, argv: Sequence[str], fp: str) -> str:
+    """Send the call and wait for "A"; "" when accepted, else why not."""
+    timeout = timeout_seconds(os.environ)
+    send_request(sock, _request(argv, fp))
     try:
-        fields = [
-            "run",
-            PROTOCOL,
-            fp,
-            os.getcwd(),
-            str(_umask()),
-            str(len(argv) + 1),
-            sys.argv[0],
-            *argv,
-            *(f"{k}={v}" for k, v in os.environ.items()),
-        ]
-        send_request(sock, fields, fds)
-        reply = recv_reply(sock)
-    except OSError:
-        reply = None
+        reply = replies.next(timeout)
+    except TimeoutError:
+        return f"no answer within {timeout:g} s"
+    if reply is None:
+        return "the daemon closed the connection"
+    if reply[0] == "A":
+        return ""
+    if reply[0] == "R":
+        return os.fsdecode(reply[1])
+    return f"unexpected reply {reply[0]!r}"
+
+
+def _go(sock: _socket.socket) -> None:
+    """Commit: "G" with fds 0-2. Only now: a request given up on holds none of our files
+    (a stopped daemon holding our stdout would keep `$(git ckpt …)` waiting)."""
+    fds, opened = _std_fds()
+    try:
+        rights = b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
+        sock.settimeout(None)
+        if not sock.sendmsg([b"G"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)]):
+            raise OSError("could not send the call's files")
     finally:
         for fd in opened:
             os.close(fd)
-    if reply is None or reply[0] != "P":
-        sock.close()
+
+
+def run_remote(git_dir: str, fp: str, argv: Sequence[str]) -> tuple[int | None, str]:
+    """Run the call in a child of the daemon: (its exit status, "").
+
+    (None, why) when nothing was started: the caller then runs the call
+    itself; `why` is "none" when no daemon listens (start one), "stale: ..."
+    when it is of another version (start one: it replaces the old one).
+    """
+    forwarder = _Forwarder()
+    sock: _socket.socket | None = None
+    try:
+        try:
+            sock = connect(git_dir, timeout_seconds(os.environ))
+        except NoDaemon:
+            return None, "none"
+        replies = Replies(sock)
+        why = _handshake(sock, replies, argv, fp)
+        if why:
+            return None, why
+        _go(sock)  # committed: from here on the daemon runs the call
+        reply = replies.next(None)
+        if reply is None or reply[0] != "P":
+            _report(b"the git-ckpt daemon did not start the call")
+            return INTERNAL, ""
+        forwarder.pid = int.from_bytes(reply[1], "big", signed=True)
+        return _wait_child(replies, forwarder), ""
+    except Interrupted as exc:
+        return 128 + exc.signum, ""
+    except OSError as exc:
+        if forwarder.pid is None:
+            return None, f"connection failed: {exc}"
+        _report(b"lost the connection to the git-ckpt daemon")
+        return INTERNAL, ""
+    finally:
+        if sock is not None:
+            sock.close()
         forwarder.restore()
-        return None  # nothing started: run it here
-    pid = int.from_bytes(reply[1], "big", signed=True)
-    forwarder.start(pid)
-    return _wait_child(sock, pid)
 
 
 def _umask() -> int:
@@ -308,30 +373,47 @@ def _umask() -> int:
     return mask
 
 
-def _wait_child(sock: _socket.socket, pid: int) -> int:
-    """Wait until the server reports the end of the child (signals go on to it)."""
-    try:
-        reply = recv_reply(sock)
-    except OSError:
-        reply = None
-    finally:
-        sock.close()
-    if reply is not None and reply[0] == "X":
-        return int.from_bytes(reply[1], "big", signed=True)
-    # The server died while the child ran: wait for the child, then say so.
-    while _alive(pid):
-        _sleep(0.05)
+def _wait_child(replies: Replies, forwarder: _Forwarder) -> int:
+    """Wait for the call's exit status ("X"), from the child itself or the daemon.
+
+    The child reports its own exit; the daemon reports a death by signal. If
+    the call's process is gone and no status comes within the grace period
+    (the daemon is stopped or dead), this process ends all the same.
+    """
+    pid = forwarder.pid or 0
+    grace = 2 * timeout_seconds(os.environ)
+    gone_at: float | None = None
+    while True:
+        try:
+            reply = replies.next(POLL_SECONDS)
+        except TimeoutError:
+            reply = ("", b"")
+        if reply is not None and reply[0] == "X":
+            return int.from_bytes(reply[1], "big", signed=True)
+        if alive(pid):
+            if reply is None:  # the daemon and the child closed it: the child is ending
+                _sleep(0.05)
+            continue
+        now = time.monotonic()
+        gone_at = gone_at or now
+        if reply is not None and now - gone_at < grace:
+            continue
+        if forwarder.received:
+            return 128 + forwarder.received[0]
+        _report(b"the git-ckpt daemon stopped before reporting how this call ended (pid %d)" % pid)
+        return INTERNAL
+
+
+def _report(what: bytes) -> None:
     os.write(
         2,
-        b"git ckpt: error: the git-ckpt server stopped before reporting how this call "
-        b"ended (pid %d); `git ckpt log` shows what it wrote, and GIT_CKPT_SERVER=off "
-        b"runs calls without the server\n" % pid,
+        b"git ckpt: error: " + what + b"; `git ckpt log` shows what it wrote, and "
+        b"GIT_CKPT_DAEMON=off runs calls without the daemon\n",
     )
-    return INTERNAL
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs (a zombie nobody reaps has ended: its server is gone)."""
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie nobody reaps has ended: its daemon is gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -346,13 +428,28 @@ def _alive(pid: int) -> bool:
 
 
 def _sleep(seconds: float) -> None:
-    import time
-
     time.sleep(seconds)
 
 
-def spawn_server(fp: str) -> int | None:
-    """Start a server in the background (its own session, stdio on /dev/null): its pid."""
+def daemon_held(git_dir: str) -> bool:
+    """Whether a daemon (running or starting) holds the lock of `git_dir`."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(agent_dir(git_dir), LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def spawn_daemon(fp: str, worktree: str, git_dir: str) -> int | None:
+    """Start the daemon of `git_dir` in the background (own session, stdio on /dev/null)."""
     null = os.devnull
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, null, os.O_RDONLY, 0),
@@ -365,11 +462,16 @@ def spawn_server(fp: str) -> int | None:
         f"import sys; sys.path.insert(0, {os.path.dirname(package_dir())!r}); "
         "from git_agentckpt.cli.server import main; sys.exit(main())"
     )
-    argv = [sys.executable, "-P", "-c", code, fp]
+    argv = [sys.executable, "-P", "-c", code, fp, git_dir, worktree]
     try:
         return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions, setsid=True)
     except OSError:
-        return None  # no server this time; the call itself is unaffected
+        return None  # no daemon this time; the call itself is unaffected
+
+
+def _debug(why: str) -> None:
+    if os.environ.get("GIT_CKPT_DEBUG"):
+        os.write(2, f"git ckpt: daemon: {why}; running in this process\n".encode())
 
 
 def main() -> None:
@@ -379,12 +481,22 @@ def main() -> None:
 
         sys.stdout.write(f"git-ckpt {__version__}\n")
         sys.exit(0)
-    if enabled(os.environ) and command_of(argv) not in INLINE_COMMANDS | {None}:
+    found = None
+    if enabled(os.environ) and refusal(argv) is None:
+        found = discover(start_dir(argv), os.environ)
+    if found is not None:
+        worktree, git_dir = found
         fp = fingerprint()
-        status = run_remote(fp, argv)
+        try:
+            status, why = run_remote(git_dir, fp, argv)
+        except Interrupted as exc:  # a signal while the connection closed
+            sys.exit(128 + exc.signum)
         if status is not None:
             sys.exit(status)
-        spawn_server(fp)  # imports on the other core while this call runs here
+        if why.startswith("stale") or (why == "none" and not daemon_held(git_dir)):
+            spawn_daemon(fp, worktree, git_dir)  # imports on the other core while this runs
+        if why != "none":
+            _debug(why)
     from git_agentckpt.cli.main import main as cli_main
 
     cli_main()

@@ -90,6 +90,7 @@ LAZY_COMMANDS = {
     "trust": "commands_contracts",
     "hooks": "commands_hooks",
     "hook": "commands_hooks",
+    "daemon": "commands_server",
     "server": "commands_server",
     "fetch": "commands_share",
     "push": "commands_share",

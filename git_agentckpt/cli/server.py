@@ -1,159 +1,208 @@
-"""The warm server behind `git-ckpt`: modules imported once, one forked child per call.
+"""The per-worktree daemon behind `git-ckpt`: modules imported once, one forked child per call.
 
-Started in the background by `cli/launch.py` (or `git ckpt server start`) as
-`python -P -c "...; from git_agentckpt.cli.server import main; ..." FINGERPRINT`
-(the caller's own copy of the package first on the path). It imports every module a
-command may need, binds the abstract unix socket named after the fingerprint
-(another server already bound it: this one exits), then serves until it has
-been idle for GIT_CKPT_SERVER_IDLE seconds (900), gets SIGTERM, or `stop`.
+Started in the background by `cli/launch.py` (or `git ckpt daemon start`) as
+`python -P -c "...; from git_agentckpt.cli.server import main; ..." FINGERPRINT GIT_DIR
+WORKTREE` (the caller's own copy of the package first on the path). It takes the
+lock `<git dir>/agent/daemon.lock` (a daemon of the same fingerprint already holds
+it: this one exits; a stale one, of another version or installation, is asked to
+stop and replaced), imports every module a command may need, binds
+`<git dir>/agent/daemon.sock` (mode 0600), then serves until it has been idle for
+GIT_CKPT_DAEMON_IDLE seconds (900), gets SIGTERM, or `stop`.
 
-For each `run` request it forks. The child takes the client's stdin, stdout
-and stderr, working directory, umask, environment and argv, resets what
-libgit2 read from the environment at import (config search paths, home),
-runs the click CLI and exits with its status, which the server sends back.
-The server itself never opens a repository: every child starts from the same
-pristine state. It runs single-threaded (a fork of a threaded process is not
-safe), on one `select` loop over the listening socket, the clients' sockets
-and a wake-up pipe for SIGCHLD and SIGTERM.
+One `select` loop, single-threaded (a fork of a threaded process is not safe),
+over the listening socket, every client connection, a wake-up pipe for SIGCHLD
+and SIGTERM, and any readers added with `Daemon.add_reader`. Connections are
+read without blocking, each into its own buffer; a request not complete within
+2 x GIT_CKPT_DAEMON_TIMEOUT seconds (2) is dropped, so an idle or trickling
+connection never delays another call. For a complete `run` request the daemon
+checks, before anything is forked: the fingerprint, the command (`daemon_find.refusal`:
+commands that need a person or the terminal are refused here, not only skipped by
+the client) and the caller (`daemon_peer.refusal`: the caller must be the daemon's
+twin). It then answers "A", forks on the client's "G" and the child becomes the
+caller (`daemon_child.run_child`). The daemon itself never opens a repository:
+every child starts from the same pristine state.
 
-Protocol: see `cli/launch.py`.
+Plugging in (the work-tree watcher, for instance): a function appended to
+`STARTUP_HOOKS` is called once with the `Daemon`, after the socket is bound and
+before serving. It can read `daemon.worktree` and `daemon.git_dir`, register a
+readable fd with `daemon.add_reader(fd, callback)` (the callback runs in the loop
+when the fd is readable; an exception removes the reader), queue background work
+in slices with `daemon.add_idle(task)` (run once per loop round while it returns
+True, between calls), and append to `daemon.before_fork` (called in the daemon
+right before each child is forked, e.g. to drain pending events so the child sees
+them), `daemon.in_child` (called in the child right after the fork),
+`daemon.at_exit` (called when the daemon exits) and `daemon.status_hooks[name]`
+(its result is shown under `name` in `git ckpt daemon status --json`). The
+work-tree watcher, for instance, plugs in as:
+
+    def watch(daemon):
+        w = watcher.start(daemon.worktree, daemon_find.agent_dir(daemon.git_dir))
+        if w is not None:
+            watcher.activate(w)
+            if w.fileno() >= 0:  # -1: it turned itself off (it says why in its status)
+                daemon.add_reader(w.fileno(), w.on_readable)
+                daemon.add_idle(w.step)
+            daemon.before_fork.append(w.before_fork)
+            daemon.at_exit.append(w.close)
+            daemon.status_hooks["watcher"] = w.status
+
+    STARTUP_HOOKS.append(watch)
+ In the child, `current` is the daemon it was
+forked from (with its memory as it was at the fork); it is None in any other
+process. A child must still check that the repository it opened is
+`current.git_dir` before trusting anything the daemon knows about it.
+
+Protocol: see `cli/launch.py`. What is compared: see `cli/daemon_peer.py`.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import importlib
-import io
 import json
 import os
-import pkgutil
 import selectors
 import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from git_agentckpt.cli import launch
+from git_agentckpt.cli import daemon_find, daemon_peer, launch
+from git_agentckpt.cli.daemon_child import (
+    BadRequest,
+    Request,
+    child_failed,
+    exit_status,
+    parse_request,
+    preload,
+    report_exit,
+    run_child,
+)
+from git_agentckpt.cli.daemon_claim import claim
 
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 FORWARDED = set(launch.FORWARDED_SIGNALS)
-_SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
+MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
+
+STARTUP_HOOKS: list[Callable[[Daemon], None]] = []
+current: Daemon | None = None  # in a forked child: the daemon it was forked from
 
 
-@dataclass
-class Request:
-    kind: str
-    cwd: str = "/"
-    umask: int = 0o022
-    argv: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
+@dataclass(eq=False)
+class Conn:
+    """One client connection: reading its request, waiting for "G", or running its call."""
+
+    sock: socket.socket
+    deadline: float
+    state: str = "read"  # read -> go -> run
+    buf: bytearray = field(default_factory=bytearray)
     fds: list[int] = field(default_factory=list)
+    req: Request | None = None
+    pid: int = 0
 
 
-class BadRequest(Exception):
-    pass
-
-
-def preload() -> None:
-    """Import every module of the package, and compile what every child would compile."""
-    import git_agentckpt
-
-    for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
-        if info.name not in _SKIP_PRELOAD:
-            importlib.import_module(info.name)
-    from git_agentckpt.cli.main import load_all_commands
-    from git_agentckpt.redact import precompile
-
-    load_all_commands()
-    precompile()
-
-
-def parse_request(head_fds: list[int], payload: bytes, fp: str) -> Request:
-    fields = [os.fsdecode(f) for f in payload.split(b"\0")]
-    if len(fields) < 3 or fields[1] != launch.PROTOCOL:
-        raise BadRequest("protocol mismatch")
-    req = Request(kind=fields[0], fds=head_fds)
-    if req.kind != "run":
-        return req  # status and stop: any client of this user, whatever its version
-    if fields[2] != fp:
-        raise BadRequest("fingerprint mismatch")
-    try:
-        req.cwd, req.umask, argc = fields[3], int(fields[4]), int(fields[5])
-        req.argv = fields[6 : 6 + argc]
-        env_fields = fields[6 + argc :]
-    except (IndexError, ValueError) as exc:
-        raise BadRequest(f"malformed run request: {exc}") from exc
-    if len(req.argv) != argc or len(req.fds) != 3:
-        raise BadRequest("malformed run request: argv or file descriptors missing")
-    for item in env_fields:
-        key, sep, value = item.partition("=")
-        if sep:
-            req.env[key] = value
-    return req
-
-
-def read_request(conn: socket.socket, fp: str) -> Request:
-    conn.settimeout(5.0)
-    fds = array.array("i")
-    head, ancdata, _flags, _addr = conn.recvmsg(4, _FDS_SPACE)  # the fds come with it
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    try:
-        rest = launch.recv_exact(conn, 4 - len(head)) if len(head) < 4 else b""
-        if rest is None:
-            raise BadRequest("connection closed")
-        size = int.from_bytes(head + rest, "big")
-        if size > launch.MAX_REQUEST:
-            raise BadRequest(f"request of {size} bytes")
-        payload = launch.recv_exact(conn, size)
-        if payload is None:
-            raise BadRequest("connection closed")
-        return parse_request(list(fds), payload, fp)
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-def _reply(conn: socket.socket, kind: bytes, body: bytes | int) -> None:
-    if isinstance(body, int):
+def _send(conn: Conn, kind: bytes, body: bytes | int | None = None) -> bool:
+    if body is None:
+        data = kind
+    elif isinstance(body, int):
         data = kind + body.to_bytes(4, "big", signed=True)
     else:
         data = kind + len(body).to_bytes(4, "big") + body
-    with contextlib.suppress(OSError):  # the client is gone
-        conn.sendall(data)
+    try:  # non-blocking: a reply is small, a client that does not read it loses it
+        return conn.sock.send(data, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT) == len(data)
+    except OSError:
+        return False
 
 
-def exit_status(wait_status: int) -> int:
-    code = os.waitstatus_to_exitcode(wait_status)
-    return 128 - code if code < 0 else code
-
-
-class Server:
-    def __init__(self, fp: str, idle: float) -> None:
-        self.fp = fp
-        self.idle = idle
+class Daemon:
+    def __init__(
+        self, fp: str, git_dir: str, worktree: str, dirfd: int, lockfd: int, env: dict[str, str]
+    ) -> None:
+        self.fp, self.git_dir, self.worktree = fp, git_dir, worktree
+        self.dirfd, self.lockfd = dirfd, lockfd
+        self.idle = daemon_find.idle_seconds(env)
+        self.request_timeout = 2 * daemon_find.timeout_seconds(env)
         self.started = time.time()
         self.last_active = time.monotonic()
         self.served = 0
+        self.refused: dict[str, int] = {}
         self.stopping = False
-        self.children: dict[int, socket.socket] = {}  # child pid -> its client
+        self.conns: set[Conn] = set()  # every open client connection
+        self.children: dict[int, Conn] = {}  # child pid -> its client
+        self.readers: dict[int, Callable[[], None]] = {}
+        self.idle_tasks: list[Callable[[], bool]] = []
+        self.before_fork: list[Callable[[], None]] = []
+        self.in_child: list[Callable[[], None]] = []
+        self.at_exit: list[Callable[[], None]] = []
+        self.status_hooks: dict[str, Callable[[], object]] = {}
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.socket_path = daemon_find.socket_path(git_dir)
+        self.socket_inode = -1
         self.wake_r, self.wake_w = os.pipe()
 
+    # -- the hook for plug-ins ---------------------------------------------------------------
+
+    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
+        """Call `callback()` in the loop whenever `fd` is readable."""
+        self.readers[fd] = callback
+        self.sel.register(fd, selectors.EVENT_READ, ("reader", fd))
+
+    def remove_reader(self, fd: int) -> None:
+        if self.readers.pop(fd, None) is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(fd)
+
+    def add_idle(self, task: Callable[[], bool]) -> None:
+        """Background work in slices: `task()` runs once per loop round, between calls,
+        while it returns True (the loop then polls instead of sleeping); keep a slice short."""
+        self.idle_tasks.append(task)
+
+    def _run_idle(self) -> None:
+        for task in list(self.idle_tasks):
+            try:
+                more = task()
+            except Exception:
+                more = False  # a broken plug-in must not take the daemon down
+            if not more:
+                self.idle_tasks.remove(task)
+
+    # -- life --------------------------------------------------------------------------------
+
     def bind(self) -> bool:
+        addr = self.socket_path
+        if len(os.fsencode(addr)) >= daemon_find.SUN_PATH_MAX:
+            addr = f"/proc/self/fd/{self.dirfd}/{daemon_find.SOCKET_NAME}"
+        with contextlib.suppress(FileNotFoundError):  # a crashed daemon's: we hold the lock
+            os.unlink(daemon_find.SOCKET_NAME, dir_fd=self.dirfd)
+        old = os.umask(0o177)  # the socket is created 0600: only this user may connect
         try:
-            self.listener.bind(launch.address(self.fp))
+            self.listener.bind(addr)
+            st = os.stat(daemon_find.SOCKET_NAME, dir_fd=self.dirfd, follow_symlinks=False)
         except OSError:
-            return False  # another server holds the name
+            return False
+        finally:
+            os.umask(old)
+        self.socket_inode = st.st_ino
         self.listener.listen(64)
         self.listener.setblocking(False)
         return True
+
+    def close(self) -> None:
+        """Run the `at_exit` hooks, remove our socket (only ours: we hold the lock), unlock."""
+        for hook in self.at_exit:
+            with contextlib.suppress(Exception):
+                hook()
+        with contextlib.suppress(OSError):
+            st = os.stat(daemon_find.SOCKET_NAME, dir_fd=self.dirfd, follow_symlinks=False)
+            if st.st_ino == self.socket_inode:
+                os.unlink(daemon_find.SOCKET_NAME, dir_fd=self.dirfd)
+        self.listener.close()
+        for fd in (self.lockfd, self.dirfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def serve(self) -> None:
         os.set_blocking(self.wake_r, False)
@@ -163,28 +212,39 @@ class Server:
         signal.signal(signal.SIGTERM, lambda *_: None)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        self.sel.register(self.listener, selectors.EVENT_READ, "accept")
-        self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
+        self.sel.register(self.listener, selectors.EVENT_READ, ("accept", 0))
+        self.sel.register(self.wake_r, selectors.EVENT_READ, ("wake", 0))
         while True:
             if self.stopping and not self.children:
                 return
-            timeout = None
-            if not self.children and not self.stopping:
-                timeout = self.idle - (time.monotonic() - self.last_active)
-                if timeout <= 0:
-                    return
-            for key, _ in self.sel.select(timeout):
-                if key.data == "accept":
+            timeout = self._timeout()
+            if timeout is not None and timeout <= 0 and self._idle() and not self.idle_tasks:
+                return
+            for key, _ in self.sel.select(None if timeout is None else max(timeout, 0)):
+                kind, ref = key.data
+                if kind == "accept":
                     self._accept()
-                elif key.data == "wake":
+                elif kind == "wake":
                     self._wake()
+                elif kind == "conn":
+                    self._readable(ref)
                 else:
-                    self._client_gone(key.data)
+                    self._run_reader(ref)
+            self._expire()
             self._reap()
+            self._run_idle()
 
-    def _stop_listening(self) -> None:
-        """Run no new call (their clients run them themselves); exit when the last ends."""
-        self.stopping = True
+    def _idle(self) -> bool:
+        return not self.children and not self.conns and not self.stopping
+
+    def _timeout(self) -> float | None:
+        if self.idle_tasks:
+            return 0.0  # poll: background work is waiting
+        now = time.monotonic()
+        deadlines = [c.deadline for c in self.conns if c.state != "run"]
+        if self._idle():
+            deadlines.append(self.last_active + self.idle)
+        return min(deadlines) - now if deadlines else None
 
     def _wake(self) -> None:
         try:
@@ -192,108 +252,200 @@ class Server:
         except BlockingIOError:
             return
         if signal.SIGTERM in signals:
-            self._stop_listening()
+            self.stopping = True  # run no new call; exit when the last ends
+
+    def _run_reader(self, fd: int) -> None:
+        callback = self.readers.get(fd)
+        try:
+            if callback is not None:
+                callback()
+        except Exception:
+            self.remove_reader(fd)  # a broken plug-in must not take the daemon down
+
+    # -- connections -------------------------------------------------------------------------
 
     def _accept(self) -> None:
         try:
-            conn, _ = self.listener.accept()
+            sock, _ = self.listener.accept()
         except OSError:
             return
-        conn.setblocking(True)
         try:
-            cred = conn.getsockopt(socket.SOL_SOCKET, launch.SO_PEERCRED, 12)
-            if int.from_bytes(cred[4:8], sys.byteorder) != os.getuid():
-                conn.close()  # never serve another user
+            if daemon_peer.peer_of(sock).uid != os.getuid():
+                sock.close()  # never serve another user, never tell them anything
                 return
-            req = read_request(conn, self.fp)
-        except (OSError, BadRequest) as exc:
-            _reply(conn, b"R", str(exc).encode())
-            conn.close()
+        except OSError:
+            sock.close()
             return
-        if req.kind == "status":  # asking is not using: it does not delay the idle exit
-            _reply(conn, b"S", json.dumps(self.status()).encode())
-        elif req.kind == "stop":
-            _reply(conn, b"K", b"stopping")
-            self._stop_listening()
-        elif req.kind == "run" and self.stopping:
-            for fd in req.fds:
+        sock.setblocking(False)
+        conn = Conn(sock, time.monotonic() + self.request_timeout)
+        self.conns.add(conn)
+        self.sel.register(sock, selectors.EVENT_READ, ("conn", conn))
+
+    def _drop(self, conn: Conn) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+        conn.sock.close()
+        for fd in conn.fds:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            _reply(conn, b"R", b"stopping")
+        conn.fds = []
+        if conn.req is not None:
+            conn.req.close_fds()
+        self.conns.discard(conn)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for conn in [c for c in self.conns if c.state != "run" and c.deadline <= now]:
+            self._drop(conn)  # too slow (or idle on purpose): its client runs the call
+
+    def _readable(self, conn: Conn) -> None:
+        if conn.state == "run":
+            self._client_gone(conn)
+            return
+        fds = array.array("i")
+        try:
+            data, ancdata, flags, _addr = conn.sock.recvmsg(65536, _FDS_SPACE)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+        conn.fds.extend(fds)
+        if not data or flags & socket.MSG_CTRUNC or len(conn.fds) > 3:
+            self._drop(conn)
+        elif conn.state == "go":
+            if data == b"G" and len(conn.fds) == 3 and conn.req is not None:
+                conn.req.fds, conn.fds = conn.fds, []
+                self._fork(conn)
+            else:
+                self._drop(conn)
+        elif conn.fds:
+            self._drop(conn)  # files come with "G" only
+        else:
+            conn.buf += data
+            self._parse(conn)
+
+    def _parse(self, conn: Conn) -> None:
+        if len(conn.buf) < 4:
+            return
+        size = int.from_bytes(conn.buf[:4], "big")
+        if size > launch.MAX_REQUEST or len(conn.buf) > 4 + size:
+            self._drop(conn)
+            return
+        if len(conn.buf) < 4 + size:
+            return
+        try:
+            req = parse_request(bytes(conn.buf[4:]), self.fp)
+        except BadRequest as exc:
+            self._refuse(conn, str(exc))
+            return
+        conn.req = req
+        if req.kind == "status":  # asking is not using: it does not delay the idle exit
+            _send(conn, b"S", json.dumps(self.status()).encode())
+        elif req.kind == "stop":
+            _send(conn, b"K", b"stopping")
+            self.stopping = True
         elif req.kind == "run":
-            self._fork(conn, req)
+            why = self._refusal(conn, req)
+            if why is None:
+                conn.state = "go"
+                if not _send(conn, b"A"):
+                    self._drop(conn)
+                return
+            self._refuse(conn, why)
             return
         else:
-            _reply(conn, b"R", f"unknown request {req.kind!r}".encode())
-        conn.close()
+            self._refuse(conn, f"unknown request {req.kind!r}")
+            return
+        self._drop(conn)
 
-    def _fork(self, conn: socket.socket, req: Request) -> None:
+    def _refusal(self, conn: Conn, req: Request) -> str | None:
+        if self.stopping:
+            return "not served: the daemon is stopping"
+        why = daemon_find.refusal(req.argv[1:]) or daemon_peer.refusal(conn.sock, req.cwd)
+        return None if why is None else f"not served: {why}"
+
+    def _refuse(self, conn: Conn, why: str) -> None:
+        key = why if why in self.refused or len(self.refused) < MAX_REASONS else "other"
+        self.refused[key] = self.refused.get(key, 0) + 1
+        _send(conn, b"R", why.encode())
+        self._drop(conn)
+
+    def _fork(self, conn: Conn) -> None:
+        req = conn.req
+        assert req is not None
+        for hook in self.before_fork:
+            with contextlib.suppress(Exception):
+                hook()
         # Held back until the child has its own handlers (a Ctrl-C the client
-        # forwards at once must interrupt the call, not hit the server's SIG_IGN).
+        # forwards at once must interrupt the call, not hit the daemon's SIG_IGN).
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
         try:
             pid = os.fork()
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-            for fd in req.fds:
-                os.close(fd)
-            _reply(conn, b"R", f"fork failed: {exc}".encode())
-            conn.close()
+            self._refuse(conn, f"fork failed: {exc}")
             return
         if pid == 0:
-            code = launch.INTERNAL
-            try:
-                self._close_in_child(conn)
-                code = run_child(req)
-            except BaseException as exc:  # never return into the server's loop
-                _child_failed(exc)
-            finally:
-                os._exit(code)
+            self._child(conn, req)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-        for fd in req.fds:
-            os.close(fd)
+        req.close_fds()
         with contextlib.suppress(OSError):  # also done by the child: whichever runs first
             os.setpgid(pid, pid)
         self.served += 1
         self.last_active = time.monotonic()
+        conn.state, conn.pid = "run", pid
         self.children[pid] = conn
-        _reply(conn, b"P", pid)
-        self.sel.register(conn, selectors.EVENT_READ, pid)
+        _send(conn, b"P", pid)
 
-    def _close_in_child(self, own: socket.socket) -> None:
-        signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        with contextlib.suppress(OSError):  # its own group: the client forwards signals to it
-            os.setpgid(0, 0)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-        self.sel.close()
-        self.listener.close()
-        os.close(self.wake_r)
-        os.close(self.wake_w)
-        for conn in self.children.values():
-            conn.close()
-        own.close()
-
-    def _client_gone(self, pid: int) -> None:
-        """A client hung up (it was killed) while its child runs: kill the child too."""
-        conn = self.children.get(pid)
-        if conn is None:
-            return
+    def _child(self, conn: Conn, req: Request) -> None:
+        """In the forked child: never returns into the daemon's loop."""
+        global current
+        code = launch.INTERNAL
+        own = conn.sock.fileno()
         try:
-            if conn.recv(4096, socket.MSG_DONTWAIT):
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            with contextlib.suppress(OSError):  # its own group: the client forwards signals
+                os.setpgid(0, 0)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            self.sel.close()
+            self.listener.close()
+            for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
+                os.close(fd)
+            for other in self.conns - {conn}:
+                other.sock.close()
+                for fd in other.fds + (other.req.fds if other.req else []):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            current = self
+            for hook in self.in_child:
+                hook()
+            code = run_child(req)
+        except BaseException as exc:
+            child_failed(exc)
+        finally:
+            report_exit(own, code)
+            os._exit(code)
+
+    def _client_gone(self, conn: Conn) -> None:
+        """A client hung up (it was killed) while its call runs: kill the call too."""
+        try:
+            if conn.sock.recv(4096, socket.MSG_DONTWAIT):
                 return  # a client never sends more; stray bytes are dropped
         except BlockingIOError:
             return
         except OSError:
             pass
-        self.sel.unregister(conn)
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-                break
-            except OSError:
-                continue
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+        with contextlib.suppress(OSError):
+            os.kill(conn.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         while self.children:
@@ -306,119 +458,69 @@ class Server:
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
-            with contextlib.suppress(KeyError, ValueError):
-                self.sel.unregister(conn)
-            _reply(conn, b"X", exit_status(wait_status))
-            conn.close()
+            _send(conn, b"X", exit_status(wait_status))  # unless the child said it already
+            self._drop(conn)
             self.last_active = time.monotonic()
 
     def status(self) -> dict[str, object]:
         from git_agentckpt import __version__
 
-        return {
+        extra: dict[str, object] = {}
+        for name, hook in self.status_hooks.items():
+            try:
+                extra[name] = hook()
+            except Exception as exc:
+                extra[name] = f"error: {type(exc).__name__}: {exc}"
+        return extra | {
             "pid": os.getpid(),
             "version": __version__,
             "python": sys.executable,
             "package": launch.package_dir(),
             "fingerprint": self.fp,
+            "worktree": self.worktree,
+            "git_dir": self.git_dir,
+            "socket": self.socket_path,
             "started": int(self.started),
             "served": self.served,
+            "refused": dict(self.refused),
             "calls": sorted(self.children),  # pids of the calls running now
             "idle_timeout": self.idle,
             "idle_for": round(time.monotonic() - self.last_active, 3),
+            "request_timeout": self.request_timeout,
             "stopping": self.stopping,
         }
 
 
-def _child_failed(exc: BaseException) -> None:
-    try:
-        msg = f"git ckpt: error: internal error in the server's child: {type(exc).__name__}: {exc}"
-        os.write(2, (msg + " (GIT_CKPT_SERVER=off runs without the server)\n").encode())
-    except OSError:
-        pass
-
-
-def _text_stream(fd: int, mode: str, env: dict[str, str], errors: str) -> io.TextIOWrapper:
-    encoding = "utf-8"
-    spec = env.get("PYTHONIOENCODING", "")
-    if spec:
-        enc, _, errs = spec.partition(":")
-        encoding, errors = enc or encoding, errs or errors
-    raw = io.FileIO(fd, mode, closefd=False)
-    buffered: io.BufferedIOBase
-    buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
-    line = mode == "w" and (fd == 2 or raw.isatty())
-    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, line_buffering=line)
-
-
-def run_child(req: Request) -> int:
-    """In the forked child: become the client's process, run the CLI, its exit status."""
-    for target, fd in enumerate(req.fds):
-        if fd != target:
-            os.dup2(fd, target)
-    for fd in req.fds:
-        if fd > 2:
-            os.close(fd)
-    try:
-        os.chdir(req.cwd)
-    except OSError as exc:
-        os.write(2, f"git ckpt: error: cannot enter {req.cwd}: {exc.strerror}\n".encode())
-        return 128
-    os.umask(req.umask)
-    os.environ.clear()
-    os.environ.update(req.env)
-    time.tzset()
-    from git_agentckpt.git.repo import reset_environment_caches
-
-    reset_environment_caches()
-    sys.stdin = _text_stream(0, "r", req.env, "strict")
-    sys.stdout = _text_stream(1, "w", req.env, "strict")
-    sys.stderr = _text_stream(2, "w", req.env, "backslashreplace")
-    sys.argv = list(req.argv)
-    return _run_cli()
-
-
-def _run_cli() -> int:
-    from git_agentckpt.cli.main import main
-
-    code: int = 0
-    try:
-        main()
-    except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        import atexit
-
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-    return code
+def attach(daemon: Daemon) -> None:
+    """Where plug-ins attach: every STARTUP_HOOKS function, once, before serving."""
+    for hook in STARTUP_HOOKS:
+        hook(daemon)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m git_agentckpt.cli.server FINGERPRINT", file=sys.stderr)
+    if len(args) != 3:
+        print("usage: git_agentckpt.cli.server FINGERPRINT GIT_DIR WORKTREE", file=sys.stderr)
         return 2
-    fp = args[0]
+    fp, git_dir, worktree = args
     os.closerange(3, 1 << 16)  # fds a hook or agent left open must not be held for minutes
     os.chdir("/")
+    try:
+        claimed = claim(git_dir, fp)
+    except OSError:
+        return 0  # no daemon here (read-only repository, ...): calls run on their own
+    if claimed is None:
+        return 0
     preload()
     if launch.fingerprint() != fp:
-        return 0  # the package changed while this server started
-    server = Server(fp, launch.idle_seconds(os.environ))
-    if not server.bind():
-        return 0
-    server.serve()
+        return 0  # the package changed while this daemon started
+    daemon = Daemon(fp, git_dir, worktree, *claimed, dict(os.environ))
+    try:
+        if daemon.bind():
+            attach(daemon)
+            daemon.serve()
+    finally:
+        daemon.close()
     return 0
 
 

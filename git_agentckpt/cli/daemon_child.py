@@ -1,0 +1,195 @@
+"""The daemon's requests, and what its forked child does to become the caller.
+
+`parse_request` reads a request's fields (protocol: `cli/launch.py`);
+`preload` imports what every child needs, once, in the daemon;
+`run_child` runs in the forked child: it takes the caller's stdin, stdout and
+stderr, working directory, umask and environment (exactly: the daemon's own
+environment is cleared first), resets what libgit2 read from the environment
+at import, runs the click CLI and returns its exit status, which `report_exit` sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import pkgutil
+import sys
+import time
+from dataclasses import dataclass, field
+
+from git_agentckpt.cli import launch
+
+_SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
+
+
+@dataclass
+class Request:
+    kind: str
+    fingerprint: str = ""
+    cwd: str = "/"
+    umask: int = 0o022
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    fds: list[int] = field(default_factory=list)
+
+    def close_fds(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+class BadRequest(Exception):
+    pass
+
+
+STALE = "stale: this daemon runs another version or installation of git-ckpt"
+
+
+def parse_request(payload: bytes, fingerprint: str | None = None) -> Request:
+    """The request in `payload`; BadRequest if malformed (the fds come later, with "G").
+
+    A `run` of another protocol or `fingerprint` is refused as STALE before
+    anything else is read: its client then starts a daemon of its own version.
+    """
+    fields = [os.fsdecode(f) for f in payload.split(b"\0")]
+    if len(fields) < 3:
+        raise BadRequest("malformed request")
+    req = Request(kind=fields[0], fingerprint=fields[2])
+    if req.kind == "run" and fingerprint is not None and fields[2] != fingerprint:
+        raise BadRequest(STALE)
+    if fields[1] != launch.PROTOCOL:
+        raise BadRequest(
+            f"{STALE} (protocol {fields[1]!r})" if req.kind == "run" else "protocol mismatch"
+        )
+    if req.kind != "run":
+        return req  # status and stop: any client of this user, whatever its version
+    try:
+        req.cwd, req.umask, argc = fields[3], int(fields[4]), int(fields[5])
+        req.argv = fields[6 : 6 + argc]
+        env_fields = fields[6 + argc :]
+    except (IndexError, ValueError) as exc:
+        raise BadRequest(f"malformed run request: {exc}") from exc
+    if len(req.argv) != argc or argc < 1:
+        raise BadRequest("malformed run request: argv missing")
+    if not os.path.isabs(req.cwd):
+        raise BadRequest("malformed run request: the working directory is not absolute")
+    for item in env_fields:
+        key, sep, value = item.partition("=")
+        if sep:
+            req.env[key] = value
+    return req
+
+
+def exit_status(wait_status: int) -> int:
+    code = os.waitstatus_to_exitcode(wait_status)
+    return 128 - code if code < 0 else code
+
+
+def _text_stream(fd: int, mode: str, env: dict[str, str], errors: str) -> io.TextIOWrapper:
+    encoding = "utf-8"
+    spec = env.get("PYTHONIOENCODING", "")
+    if spec:
+        enc, _, errs = spec.partition(":")
+        encoding, errors = enc or encoding, errs or errors
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered: io.BufferedIOBase
+    buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    line = mode == "w" and (fd == 2 or raw.isatty())
+    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors, line_buffering=line)
+
+
+def become_caller(req: Request) -> int | None:
+    """Take the caller's fds, directory, umask and environment; an exit status if impossible."""
+    for target, fd in enumerate(req.fds):
+        if fd != target:
+            os.dup2(fd, target)
+    for fd in req.fds:
+        if fd > 2:
+            os.close(fd)
+    try:
+        os.chdir(req.cwd)
+    except OSError as exc:
+        os.write(2, f"git ckpt: error: cannot enter {req.cwd}: {exc.strerror}\n".encode())
+        return 128
+    os.umask(req.umask)
+    os.environ.clear()  # exactly the caller's: nothing of the daemon's own environment
+    os.environ.update(req.env)
+    time.tzset()
+    from git_agentckpt.git.repo import reset_environment_caches
+
+    reset_environment_caches()
+    sys.stdin = _text_stream(0, "r", req.env, "strict")
+    sys.stdout = _text_stream(1, "w", req.env, "strict")
+    sys.stderr = _text_stream(2, "w", req.env, "backslashreplace")
+    sys.argv = list(req.argv)
+    return None
+
+
+def run_child(req: Request) -> int:
+    """In the forked child: become the caller's process, run the CLI, its exit status."""
+    failed = become_caller(req)
+    return failed if failed is not None else run_cli()
+
+
+def run_cli() -> int:
+    from git_agentckpt.cli.main import main
+
+    code: int = 0
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    return code
+
+
+def child_failed(exc: BaseException) -> None:
+    try:
+        msg = f"git ckpt: error: internal error in the daemon's child: {type(exc).__name__}: {exc}"
+        os.write(2, (msg + " (GIT_CKPT_DAEMON=off runs without the daemon)\n").encode())
+    except OSError:
+        pass
+
+
+def preload() -> None:
+    """Import every module of the package, and compile what every child would compile."""
+    import git_agentckpt
+
+    for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
+        if info.name not in _SKIP_PRELOAD:
+            importlib.import_module(info.name)
+    from git_agentckpt.cli.main import load_all_commands
+    from git_agentckpt.redact import precompile
+
+    load_all_commands()
+    precompile()
+
+
+def report_exit(fd: int, code: int) -> None:
+    """The child says how it ended, itself: its caller need not wait for the daemon.
+
+    Every other file is closed first (its locks released, its output complete),
+    so the caller's next call finds the repository as this one left it.
+    """
+    with contextlib.suppress(OSError):
+        os.closerange(0, fd)
+        os.closerange(fd + 1, 1 << 20)
+        os.set_blocking(fd, True)
+        os.write(fd, b"X" + code.to_bytes(4, "big", signed=True))

@@ -1,0 +1,190 @@
+"""Where a call's daemon is, and whether a call may go to it at all (no pygit2, no click).
+
+Imported by `git-ckpt` before anything else (`cli/launch.py`): only `os` here.
+`discover` finds the per-worktree git dir the way git does, `refusal` names the
+commands a daemon never runs (they need a person or the terminal), and the
+environment variables that switch and tune the daemon are read here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # no `import typing` here (see cli/launch.py)
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+MODE_VARS = ("GIT_CKPT_DAEMON", "GIT_CKPT_SERVER")  # auto (default) | off; either turns it off
+MODE_VAR = MODE_VARS[0]
+IDLE_VARS = ("GIT_CKPT_DAEMON_IDLE", "GIT_CKPT_SERVER_IDLE")  # seconds idle before exiting
+TIMEOUT_VAR = "GIT_CKPT_DAEMON_TIMEOUT"  # seconds a client waits for the daemon to accept
+DEFAULT_IDLE = 900.0
+DEFAULT_TIMEOUT = 1.0
+OFF_WORDS = frozenset({"0", "off", "no", "false", "never"})
+# Set: git finds the repository differently (or the call says where it is): run here.
+UNCLEAR_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+AGENT_DIR = "agent"  # in the per-worktree git dir
+SOCKET_NAME = "daemon.sock"
+LOCK_NAME = "daemon.lock"  # held (flock) by the daemon for its whole life
+SUN_PATH_MAX = 108  # bytes of a unix socket path, with its NUL
+# Commands that need a person or the terminal, never run by the daemon (whose children
+# have no controlling terminal): `trust`, `confirm` (--by-human) and `check --rebaseline`
+# ask the person at this terminal, `fetch` and `push` may have git ask for credentials,
+# and `daemon`/`server` manage the daemon itself.
+INLINE_COMMANDS = frozenset({"trust", "confirm", "fetch", "push", "server", "daemon"})
+INLINE_OPTIONS = {"check": ("--rebaseline",)}
+
+
+def supported() -> bool:
+    return sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    return supported() and not any(
+        env.get(var, "auto").strip().lower() in OFF_WORDS for var in MODE_VARS
+    )
+
+
+def _seconds(env: Mapping[str, str], names: Sequence[str], default: float, least: float) -> float:
+    for name in names:
+        value = env.get(name, "")
+        if value:
+            try:
+                return max(least, float(value))
+            except ValueError:
+                return default
+    return default
+
+
+def idle_seconds(env: Mapping[str, str]) -> float:
+    return _seconds(env, IDLE_VARS, DEFAULT_IDLE, 1.0)
+
+
+def timeout_seconds(env: Mapping[str, str]) -> float:
+    """How long a client waits for the daemon to accept its call (the daemon: twice that)."""
+    return _seconds(env, (TIMEOUT_VAR,), DEFAULT_TIMEOUT, 0.05)
+
+
+# -- which command, which repository --------------------------------------------------------
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """(values of the group's -C options, the subcommand or None, the arguments after it)."""
+    paths: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-C":
+            if i + 1 < len(argv):
+                paths.append(argv[i + 1])
+            i += 2
+            continue
+        if arg.startswith("-C"):
+            paths.append(arg[2:])
+        if arg.startswith("-"):
+            i += 1
+            continue
+        return paths, arg, list(argv[i + 1 :])
+    return paths, None, []
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv` (after the group's options), or None."""
+    return _split(argv)[1]
+
+
+def refusal(argv: Sequence[str]) -> str | None:
+    """Why the daemon must not run `argv` (a person or the terminal is needed), or None."""
+    _paths, command, rest = _split(argv)
+    if command is None:
+        return "no command"
+    if command in INLINE_COMMANDS:
+        return f"`{command}` needs a person or the terminal"
+    for option in INLINE_OPTIONS.get(command, ()):
+        if any(a == option or a.startswith(option + "=") for a in rest):
+            return f"`{command} {option}` needs a person at the terminal"
+    return None
+
+
+def _is_git_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "HEAD")) and (
+        os.path.isdir(os.path.join(path, "objects"))
+        or os.path.isfile(os.path.join(path, "commondir"))
+    )
+
+
+def _from_dotgit(top: str, dotgit: str, mode: int) -> tuple[str, str] | None:
+    if mode & 0o170000 == 0o040000:  # a directory: the repository itself
+        return (top, dotgit) if _is_git_dir(dotgit) else None
+    try:  # a `gitdir: PATH` file: a linked worktree or a submodule
+        with open(dotgit, "rb") as fh:
+            text = fh.read(4096)
+    except OSError:
+        return None
+    if not text.startswith(b"gitdir: "):
+        return None
+    target = os.fsdecode(text[8:].strip())
+    git_dir = os.path.realpath(os.path.join(top, target))
+    return (top, git_dir) if target and _is_git_dir(git_dir) else None
+
+
+def discover(start: str, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(work tree, per-worktree git dir) of the repository holding `start`, or None.
+
+    Found the way git finds it (the nearest `.git` directory or `gitdir:` file
+    upwards, not across a file-system boundary), with a few `stat` calls and
+    no pygit2. None, so the call runs in its own process, whenever git would
+    be told otherwise by the environment, `start` is not in a work tree, or
+    anything is unclear.
+    """
+    if any(var in env for var in UNCLEAR_VARS):
+        return None
+    try:
+        here = os.path.realpath(start)
+        device = os.stat(here).st_dev
+    except (OSError, ValueError):
+        return None
+    while True:
+        dotgit = os.path.join(here, ".git")
+        try:
+            st = os.stat(dotgit)
+        except FileNotFoundError:
+            st = None
+        except (OSError, ValueError):
+            return None
+        if st is not None:
+            return _from_dotgit(here, dotgit, st.st_mode)
+        if _is_git_dir(here):
+            return None  # inside a git dir or a bare repository: no work tree
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        try:
+            if os.stat(parent).st_dev != device:
+                return None  # git stops at a file-system boundary
+        except OSError:
+            return None
+        here = parent
+
+
+def start_dir(argv: Sequence[str]) -> str:
+    """Where the call runs: the working directory, moved by `-C` like git."""
+    here = os.getcwd()
+    for path in _split(argv)[0]:
+        here = os.path.join(here, path)
+    return here
+
+
+def agent_dir(git_dir: str) -> str:
+    return os.path.join(git_dir, AGENT_DIR)
+
+
+def socket_path(git_dir: str) -> str:
+    return os.path.join(agent_dir(git_dir), SOCKET_NAME)
