@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.trust import TrustEntry
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
+    from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
@@ -422,3 +423,15 @@ def person_present() -> bool:
     from git_agentckpt.recovery.person import stdin_is_terminal
 
     return stdin_is_terminal()
+
+
+def watch_work_tree(worktree: str, agent_dir: str) -> TreeWatcher | None:
+    """The work-tree watcher of a daemon (`git/watcher.py`): started, and made the one
+    this process and the children it forks snapshot with. None when turned off
+    (`GIT_CKPT_WATCH=off`) or not on Linux."""
+    from git_agentckpt.git import watcher
+
+    live = watcher.start(worktree, agent_dir)
+    if live is not None:
+        watcher.activate(live)
+    return live

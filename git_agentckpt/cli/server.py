@@ -33,23 +33,9 @@ right before each child is forked, e.g. to drain pending events so the child see
 them), `daemon.in_child` (called in the child right after the fork),
 `daemon.at_exit` (called when the daemon exits) and `daemon.status_hooks[name]`
 (its result is shown under `name` in `git ckpt daemon status --json`). The
-work-tree watcher, for instance, plugs in as:
-
-    def watch(daemon):
-        w = watcher.start(daemon.worktree, daemon_find.agent_dir(daemon.git_dir))
-        if w is not None:
-            watcher.activate(w)
-            if w.fileno() >= 0:  # -1: it turned itself off (it says why in its status)
-                daemon.add_reader(w.fileno(), w.on_readable)
-                daemon.add_idle(w.step)
-            daemon.before_fork.append(w.before_fork)
-            daemon.at_exit.append(w.close)
-            daemon.status_hooks["watcher"] = w.status
-
-    STARTUP_HOOKS.append(watch)
- In the child, `current` is the daemon it was
-forked from (with its memory as it was at the fork); it is None in any other
-process. A child must still check that the repository it opened is
+work-tree watcher plugs in this way (`cli/daemon_watch.py`). In the child,
+`current` is the daemon it was forked from (with its memory as it was at the
+fork); it is None in any other process. A child must still check that the repository it opened is
 `current.git_dir` before trusting anything the daemon knows about it.
 
 Protocol: see `cli/launch.py`. What is compared: see `cli/daemon_peer.py`.
@@ -492,7 +478,12 @@ class Daemon:
 
 
 def attach(daemon: Daemon) -> None:
-    """Where plug-ins attach: every STARTUP_HOOKS function, once, before serving."""
+    """Where plug-ins attach: every STARTUP_HOOKS function, once, before serving (the
+    work-tree watcher first, `daemon_watch.py`)."""
+    from git_agentckpt.cli import daemon_watch
+
+    if daemon_watch.attach not in STARTUP_HOOKS:
+        STARTUP_HOOKS.insert(0, daemon_watch.attach)
     for hook in STARTUP_HOOKS:
         hook(daemon)
 
