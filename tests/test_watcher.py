@@ -335,3 +335,79 @@ def test_a_tracked_secret_edited_under_the_watcher_never_reaches_the_store(
     new_blob = git(root, "hash-object", ".env")
     probe = subprocess.run(["git", "cat-file", "-e", new_blob], cwd=root, capture_output=True)
     assert probe.returncode != 0, "the edited secret was written to the object store"
+
+
+def test_property_verification_by_snapshot_equals_git_status(long_run: bool) -> None:
+    """Resume's verification in the daemon compares trees (a snapshot of what changed):
+    the same changes as the `git status` way, after random actions."""
+    from git_agentckpt.git import worktree
+    from git_agentckpt.git.repo import GitRepo
+
+    @settings(
+        max_examples=100 if long_run else 10,
+        deadline=None,
+        derandomize=not long_run,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(st.lists(ops, min_size=1, max_size=6))
+    def scenario(actions: list[Op]) -> None:
+        with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
+            root = Path(tmp) / "repo"
+            outside = Path(tmp) / "outside"
+            root.mkdir()
+            outside.mkdir()
+            git(root, "init", "-q")
+            write(root / ".gitignore", "*.log\n")
+            for path in FILES[::2]:
+                write(root / path, path + "\n")
+            git(root, "add", "-A")
+            git(root, "commit", "-q", "-m", "initial")
+            ckpt(root, "task", "start", "t", "--goal", "g")
+            expected = checkpoint_tree(root)
+            live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))
+            live.start()
+            live.finish_walk()
+            watcher.activate(live)
+            try:
+                repo = GitRepo.discover(str(root))
+                worktree.compare_worktree(repo, expected, [])  # the first: a full scan
+                for action in actions:
+                    apply(root, outside, action)
+                by_tree, _ = worktree.compare_worktree(repo, expected, [])
+                watcher.activate(None)
+                by_status, _ = worktree.compare_worktree(repo, expected, [])
+                assert [(c.status, c.path) for c in by_tree] == [
+                    (c.status, c.path) for c in by_status
+                ], actions
+            finally:
+                watcher.activate(None)
+                live.close()
+
+    scenario()
+
+
+def test_a_private_index_whose_shared_part_went_is_rebuilt(
+    watched: tuple[Path, Path, watcher.TreeWatcher],
+) -> None:
+    """git expires a split index's shared part after two weeks unused: the next
+    verification and snapshot outside the daemon rebuild the private index."""
+    from git_agentckpt.git import worktree
+    from git_agentckpt.git.repo import GitRepo
+
+    root, _, _ = watched
+    snapshot_equals_full_scan(root, "first")
+    write(root / "a.py", "changed\n")
+    snapshot_equals_full_scan(root, "split now")
+    shared = [p for p in (root / ".git").iterdir() if p.name.startswith("sharedindex.")]
+    assert shared, "the daemon's private index is split"
+    assert (root / ".git" / "agent" / shared[0].name).is_symlink()
+    watcher.activate(None)
+    for path in shared:
+        path.unlink()
+    repo = GitRepo.discover(str(root))
+    changes, _ = worktree.compare_worktree(repo, checkpoint_tree(root), [])
+    assert changes == []
+    write(root / "b.txt", "b\n")
+    ckpt(root, "create", "-t", "t")
+    assert listing(root, checkpoint_tree(root)) == listing(root, plumbing_tree(root))

@@ -24,6 +24,7 @@ checkout, and more than `MAX_PATHSPECS` paths. Each fallback is logged to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -57,6 +58,25 @@ def split_index(config: Sequence[str]) -> list[str]:
     git dir as `sharedindex.<sha1>`; git expires unused ones after two weeks, and a
     private index whose shared part went is rebuilt from the user's index."""
     return ["core.splitIndex=true" if c == "core.splitIndex=false" else c for c in config]
+
+
+def link_shared_index(agent_dir: str) -> None:
+    """git writes a split index's shared part into the git dir, and looks for it there
+    or next to the index. A command run with another git dir (the shadow of
+    verification, `git/shadow.py`) finds it only next to the index: link each one
+    there, and drop the links whose file git expired."""
+    git_dir = os.path.dirname(agent_dir)
+    try:
+        shared = {n for n in os.listdir(git_dir) if n.startswith("sharedindex.")}
+        linked = {n for n in os.listdir(agent_dir) if n.startswith("sharedindex.")}
+    except OSError:
+        return
+    for name in shared - linked:
+        with contextlib.suppress(OSError):
+            os.symlink(os.path.join("..", name), os.path.join(agent_dir, name))
+    for name in linked - shared:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(agent_dir, name))
 
 
 def rules_digest(agent_dir: str, seeded: bool) -> str:
@@ -319,6 +339,7 @@ def finish(agent_dir: str, chosen: Plan, tree: str, rules: str) -> None:
     """Stamp the snapshot just written (under the private index's flock)."""
     if chosen.view is None:
         return
+    link_shared_index(agent_dir)
     index = watcher.index_stat(os.path.join(agent_dir, "index"))
     watcher.write_stamp(
         agent_dir, watcher.Stamp(chosen.view.watcher_id, chosen.view.seq, tree, index, rules)

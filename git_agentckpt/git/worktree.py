@@ -92,7 +92,37 @@ def compare_worktree(
     with `snapshot_tree` if it needs the tree.
     """
     with translated("cannot compare the working tree", repo.git_dir):
-        return _compare_worktree(repo, expected_tree, secret_paths)
+        if watcher.active_for(repo.workdir) is not None:
+            return _compare_by_snapshot(repo, expected_tree, secret_paths)
+        try:
+            return _compare_worktree(repo, expected_tree, secret_paths)
+        except OperationFailed:
+            # The private index is a cache (a split one whose shared part git expired,
+            # or a corrupt one): rebuild it from the user's index once, as a snapshot does.
+            with locked(os.path.join(agent_dir(repo), "index.flock")), suppress(FileNotFoundError):
+                os.unlink(os.path.join(agent_dir(repo), "index"))
+            return _compare_worktree(repo, expected_tree, secret_paths)
+
+
+def _compare_by_snapshot(
+    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
+) -> tuple[list[Change], str | None]:
+    """In the daemon, with its work-tree watcher: a snapshot costs what changed since
+    the last one (`incremental.py`), and a tree diff skips every subtree the two share.
+    A path whose type changed is one `M`, as `git status` reports it."""
+    tree, _ = snapshot_and_changes(repo, secret_paths, None)
+    by_path: dict[str, Change] = {}
+    for change in repo.diff_trees(expected_tree, tree):
+        seen = by_path.get(change.path)
+        if seen is None:
+            by_path[change.path] = change
+            continue
+        gone, came = (seen, change) if seen.status == "D" else (change, seen)
+        by_path[change.path] = Change(
+            "M", change.path, gone.old_id, came.new_id, gone.old_mode, came.new_mode
+        )
+    changes = [by_path[p] for p in sorted(by_path)]
+    return changes, (expected_tree if not changes else None)
 
 
 def _compare_worktree(
