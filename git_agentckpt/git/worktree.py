@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -344,6 +346,7 @@ def _add_and_write(
         _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
     private_index.keep_skipped(repo, agent_dir(repo), env, removed)
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
+    _remember_snapshot(agent_dir(repo), tree)
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
@@ -412,6 +415,97 @@ def _leave_out_large(
     known = {**large.load(base), **found}
     large.save(base, known)
     _write_excludes(os.path.join(base, "exclude"), _global_excludes(repo), secret_paths, known)
+
+
+# -- "nothing changed since the last snapshot" ---------------------------------------------
+_LAST = "last-snapshot.json"
+
+
+def _index_file_stamp(base: str) -> str | None:
+    """The private index file as it is on disk (any write by git replaces or rewrites it)."""
+    try:
+        st = os.stat(os.path.join(base, "index"))
+    except OSError:
+        return None
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _excludes_digest(base: str) -> str:
+    try:
+        with open(os.path.join(base, "exclude"), "rb") as fh:
+            return hashlib.sha1(fh.read(), usedforsecurity=False).hexdigest()
+    except OSError:
+        return ""
+
+
+def _remember_snapshot(base: str, tree: str) -> None:
+    """Under the flock, right after `write-tree`: the tree, and the private index and
+    excludes it was written from (`unchanged_tree` compares them)."""
+    stamp = _index_file_stamp(base)
+    if stamp is None:
+        return
+    doc = {"v": 1, "tree": tree, "index": stamp, "exclude": _excludes_digest(base)}
+    write_if_changed(os.path.join(base, _LAST), json.dumps(doc, sort_keys=True).encode())
+
+
+def _last_snapshot(base: str) -> tuple[str, str, str] | None:
+    try:
+        with open(os.path.join(base, _LAST), encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("v") != 1:
+            return None
+        return str(doc["tree"]), str(doc["index"]), str(doc["exclude"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # a cache: the full snapshot rebuilds it
+
+
+def snapshot_unless_unchanged(
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+) -> tuple[str, frozenset[str], bool]:
+    """`snapshot_and_changes`, except that when nothing changed since the last snapshot
+    its tree is given back without one (the last value: True when it was reused)."""
+    with translated("cannot snapshot the working tree", repo.git_dir):
+        tree = unchanged_tree(repo, secret_paths)
+    if tree is None:
+        return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:
+        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
+    return tree, changed, True
+
+
+def unchanged_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str | None:
+    """The last snapshot's tree if the working tree provably did not change since, else
+    None (the caller snapshots).
+
+    The proof, under the index flock: the private index file and the excludes are the
+    ones the last `write-tree` used (so no re-seeding, secret pinning or rule change
+    happened since), and one `git ls-files -m -d -o --exclude-standard` on that index
+    names nothing (no tracked file modified, by git's stat check with its racy-git
+    rule, or deleted; no untracked file that `add -A` would take). In a sparse
+    checkout, or with skip-worktree entries, it never claims anything.
+    """
+    base = agent_dir(repo)
+    with locked(os.path.join(base, "index.flock")):
+        last = _last_snapshot(base)
+        if last is None:
+            return None
+        env, config = _prepare_index(repo, secret_paths)
+        tree, index_stamp, excludes = last
+        if (_index_file_stamp(base), _excludes_digest(base)) != (index_stamp, excludes):
+            return None
+        seed = private_index.load_seed(base)
+        if seed is None or seed.skip or seed.sparse or private_index.is_sparse(repo):
+            return None
+        proc = run_git(
+            [*config, "ls-files", "-z", "-m", "-d", "-o", "--exclude-standard"],
+            cwd=repo.workdir,
+            env=env,
+            check=False,
+        )
+        if proc.returncode != 0 or proc.stdout or not repo.exists(tree):
+            return None
+        return tree
 
 
 def large_files(repo: GitRepo) -> list[large.LargeFile]:

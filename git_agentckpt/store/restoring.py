@@ -115,7 +115,10 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
         if current_tree not in known:
             msg = f"safety before restoring {target.id}"
             ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
-            safety = ws.create(task.name, message=msg, trigger="pre_restore", force=True)
+            # the tree just snapshotted is what is on disk: no second `add -A`
+            safety = ws.create(
+                task.name, message=msg, trigger="pre_restore", force=True, _tree=current_tree
+            )
         crash_point("restore.safety")
         submodules = apply_restore(ws.repo, plan)
         ws.log.append(

@@ -142,8 +142,12 @@ class Workspace(TaskReader):
         _state_override: dict[str, JSON] | None = None,
         _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
         _start: dict[str, JSON] | None = None,
+        _tree: str | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
+
+        `_tree` (internal: restore and resume) is the working tree already proven equal to
+        the disk; a full checkpoint records it instead of snapshotting again.
 
         `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
         also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
@@ -196,8 +200,9 @@ class Workspace(TaskReader):
             secret_paths=self.settings.secret_paths,
             actor={"agent": actor} if actor else None,
             assertions=checks,
+            tree=_tree,
         )
-        if not light:
+        if not light and _tree is None:
             record_cost(self.repo, time.perf_counter() - started)
         return made
 
