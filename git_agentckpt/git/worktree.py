@@ -17,22 +17,21 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
-import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import large, private_index
+from git_agentckpt.git import large, private_index, unchanged
 from git_agentckpt.git.convert import hash_worktree_files
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import error_lines, run_git
 from git_agentckpt.git.secret_files import catch_added, pin_secret_entries
 from git_agentckpt.git.shadow import shadow_git_dir
+from git_agentckpt.git.stream import run_git_streaming
 from git_agentckpt.git.syserr import git_failure, translated
 
 GITLINK = 0o160000
@@ -294,13 +293,20 @@ def _write_excludes(
     write_if_changed(excludes, text.encode("utf-8", "surrogateescape"))
 
 
-def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+# called once per path `git add` adds or removes, as it goes (a progress meter)
+OnPath = Callable[[], None]
+
+
+def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str], on_path: OnPath | None = None) -> str:
     """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
-    return snapshot_and_changes(repo, secret_paths, None)[0]
+    return snapshot_and_changes(repo, secret_paths, None, on_path)[0]
 
 
 def snapshot_and_changes(
-    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo,
+    secret_paths: Sequence[str],
+    base_tree: str | None,
+    on_path: OnPath | None = None,
 ) -> tuple[str, frozenset[str]]:
     """The working tree as a tree, and the paths that differ from `base_tree`.
 
@@ -309,44 +315,48 @@ def snapshot_and_changes(
     """
     with translated("cannot snapshot the working tree", repo.git_dir):
         base = agent_dir(repo)
-        return _snapshot_locked(repo, base, secret_paths, base_tree)
+        return _snapshot_locked(repo, base, secret_paths, base_tree, on_path)
 
 
 def _snapshot_locked(
-    repo: GitRepo, base: str, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo,
+    base: str,
+    secret_paths: Sequence[str],
+    base_tree: str | None,
+    on_path: OnPath | None,
 ) -> tuple[str, frozenset[str]]:
     with locked(os.path.join(base, "index.flock")):
         try:
-            return _add_and_write(repo, secret_paths, base_tree)
+            return _add_and_write(repo, secret_paths, base_tree, on_path)
         except OperationFailed:
             # The private index is a cache: if git cannot use it (corrupt, or naming
             # blobs that `git gc` pruned because no checkpoint kept them), rebuild it
             # from the user's index once and try again.
             with suppress(FileNotFoundError):
                 os.unlink(os.path.join(base, "index"))
-            return _add_and_write(repo, secret_paths, base_tree)
+            return _add_and_write(repo, secret_paths, base_tree, on_path)
 
 
 def _add_and_write(
-    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None, on_path: OnPath | None
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config, seeded = _prepare(repo, secret_paths, reseed=False)
     sparse = private_index.is_sparse(repo)
-    proc = _add_all(repo, env, config, sparse)
+    proc = _add_all(repo, env, config, sparse, on_path)
     added, removed = _added_removed(proc.stdout)
     if not seeded and any(os.path.basename(p) == ".gitignore" for p in (*added, *removed)):
         # Ignore rules changed: a file the private index took in while it was not
         # ignored would stay tracked there. Start again from the user's index.
         env, config, _ = _prepare(repo, secret_paths, reseed=True)
-        proc = _add_all(repo, env, config, sparse)
+        proc = _add_all(repo, env, config, sparse, on_path)
         added, removed = _added_removed(proc.stdout)
     secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
     if repo.max_file_size:
         _leave_out_large(repo, env, secret_paths, [p for p in added if p not in secret])
     private_index.keep_skipped(repo, agent_dir(repo), env, removed)
     tree = run_git(["write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
-    _remember_snapshot(agent_dir(repo), tree)
+    unchanged.remember(agent_dir(repo), tree)
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
@@ -354,18 +364,22 @@ def _add_and_write(
 
 
 def _add_all(
-    repo: GitRepo, env: Mapping[str, str], config: Sequence[str], sparse: bool
+    repo: GitRepo,
+    env: Mapping[str, str],
+    config: Sequence[str],
+    sparse: bool,
+    on_path: OnPath | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """`git add -A` on the private index; it names the paths it added and removed (secret
     and large files go back out). In a sparse checkout `--sparse`: paths outside the cone
     (`.agent/` among them) are added too, and skipped entries keep their blobs."""
     add = ["add", "-A", "--verbose", *(["--sparse"] if sparse else [])]
-    proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
+    proc = _run_add(repo, [*config, *add], env, on_path)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
         # a nested repository without a commit cannot be a gitlink: leave it out
         skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
-        proc = run_git([*config, *add, "--", ".", *skip], cwd=repo.workdir, env=env, check=False)
+        proc = _run_add(repo, [*config, *add, "--", ".", *skip], env, on_path)
     if proc.returncode != 0:
         _raise_if_refused(repo, proc.stderr)
         errors = error_lines(proc.stderr)
@@ -374,6 +388,21 @@ def _add_all(
             hint="fix the path git names, or add it to .gitignore",
         )
     return proc
+
+
+def _run_add(
+    repo: GitRepo, args: Sequence[str], env: Mapping[str, str], on_path: OnPath | None
+) -> subprocess.CompletedProcess[bytes]:
+    """`git add …`; with `on_path`, its `--verbose` lines are read as git prints them."""
+    if on_path is None:
+        return run_git(args, cwd=repo.workdir, env=env, check=False)
+    call = on_path
+
+    def line(text: bytes) -> None:
+        if text.startswith((b"add '", b"remove '")):
+            call()
+
+    return run_git_streaming(args, cwd=repo.workdir, env=env, on_stdout_line=line)
 
 
 def _added_removed(add_verbose_stdout: bytes) -> tuple[list[str], list[str]]:
@@ -417,95 +446,22 @@ def _leave_out_large(
     _write_excludes(os.path.join(base, "exclude"), _global_excludes(repo), secret_paths, known)
 
 
-# -- "nothing changed since the last snapshot" ---------------------------------------------
-_LAST = "last-snapshot.json"
-
-
-def _index_file_stamp(base: str) -> str | None:
-    """The private index file as it is on disk (any write by git replaces or rewrites it)."""
-    try:
-        st = os.stat(os.path.join(base, "index"))
-    except OSError:
-        return None
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
-def _excludes_digest(base: str) -> str:
-    try:
-        with open(os.path.join(base, "exclude"), "rb") as fh:
-            return hashlib.sha1(fh.read(), usedforsecurity=False).hexdigest()
-    except OSError:
-        return ""
-
-
-def _remember_snapshot(base: str, tree: str) -> None:
-    """Under the flock, right after `write-tree`: the tree, and the private index and
-    excludes it was written from (`unchanged_tree` compares them)."""
-    stamp = _index_file_stamp(base)
-    if stamp is None:
-        return
-    doc = {"v": 1, "tree": tree, "index": stamp, "exclude": _excludes_digest(base)}
-    write_if_changed(os.path.join(base, _LAST), json.dumps(doc, sort_keys=True).encode())
-
-
-def _last_snapshot(base: str) -> tuple[str, str, str] | None:
-    try:
-        with open(os.path.join(base, _LAST), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if doc.get("v") != 1:
-            return None
-        return str(doc["tree"]), str(doc["index"]), str(doc["exclude"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # a cache: the full snapshot rebuilds it
-
-
 def snapshot_unless_unchanged(
     repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
 ) -> tuple[str, frozenset[str], bool]:
     """`snapshot_and_changes`, except that when nothing changed since the last snapshot
-    its tree is given back without one (the last value: True when it was reused)."""
+    its tree is given back without one (`git/unchanged.py`; the last value: reused)."""
     with translated("cannot snapshot the working tree", repo.git_dir):
-        tree = unchanged_tree(repo, secret_paths)
+        base = agent_dir(repo)
+        with locked(os.path.join(base, "index.flock")):
+            env, config = _prepare_index(repo, secret_paths)
+            tree = unchanged.last_tree_if_unchanged(repo, base, env, config)
     if tree is None:
         return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
     changed: frozenset[str] = frozenset()
     if base_tree is not None:
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
     return tree, changed, True
-
-
-def unchanged_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str | None:
-    """The last snapshot's tree if the working tree provably did not change since, else
-    None (the caller snapshots).
-
-    The proof, under the index flock: the private index file and the excludes are the
-    ones the last `write-tree` used (so no re-seeding, secret pinning or rule change
-    happened since), and one `git ls-files -m -d -o --exclude-standard` on that index
-    names nothing (no tracked file modified, by git's stat check with its racy-git
-    rule, or deleted; no untracked file that `add -A` would take). In a sparse
-    checkout, or with skip-worktree entries, it never claims anything.
-    """
-    base = agent_dir(repo)
-    with locked(os.path.join(base, "index.flock")):
-        last = _last_snapshot(base)
-        if last is None:
-            return None
-        env, config = _prepare_index(repo, secret_paths)
-        tree, index_stamp, excludes = last
-        if (_index_file_stamp(base), _excludes_digest(base)) != (index_stamp, excludes):
-            return None
-        seed = private_index.load_seed(base)
-        if seed is None or seed.skip or seed.sparse or private_index.is_sparse(repo):
-            return None
-        proc = run_git(
-            [*config, "ls-files", "-z", "-m", "-d", "-o", "--exclude-standard"],
-            cwd=repo.workdir,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0 or proc.stdout or not repo.exists(tree):
-            return None
-        return tree
 
 
 def large_files(repo: GitRepo) -> list[large.LargeFile]:

@@ -28,6 +28,7 @@ from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
+from git_agentckpt.progress import Progress
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
 from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
@@ -196,14 +197,23 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
         return ResumeOutcome(Exit.OK, "brief", message, {"task": s.task.name}, brief)
     if _finished(s.state_now):
         return _finish(s)
+    with Progress("Resuming", 5) as meter:  # the five steps, on stderr when it runs long
+        return _five_steps(s, meter)
+
+
+def _five_steps(s: _Session, meter: Progress) -> ResumeOutcome:
+    ws, opts = s.ws, s.opts
     located = locate_step(s)
+    meter.advance()
     start, effective = located.start, located.effective
     assert start is not None and effective is not None
     verified = verify_step(ws, effective, restore=opts.restore, accept_drift=opts.accept_drift)
     _record_verify(s, verified)
+    meter.advance()
     if verified.needs_person:
         return _stop(s, Exit.NEEDS_PERSON, verified.stop_message(start.id))
     asserted = _assertions(s, start, verified, located)
+    meter.advance()
     if asserted.stopped:
         return _stop(s, Exit.ASSERTIONS_FAILED, f"assertions fail: {asserted.stopped}")
     # the working tree as a tree: proven equal to the checkpoint by verification (no
@@ -214,7 +224,10 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
         start = effective = asserted.rollback.target
         tree = snapshot_tree(ws.repo, ws.settings.secret_paths)  # the tree rolled back to
     failing = _constraints(s, tree)
-    return _ready(s, located, start, verified, asserted, failing, tree)
+    meter.advance()
+    outcome = _ready(s, located, start, verified, asserted, failing, tree)
+    meter.advance()
+    return outcome
 
 
 def locate_step(s: _Session) -> Located:

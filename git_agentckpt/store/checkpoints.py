@@ -31,6 +31,7 @@ from git_agentckpt.model import (
     new_ulid,
     parse_trailers,
 )
+from git_agentckpt.progress import Progress
 from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
@@ -140,6 +141,12 @@ def _trailers(
         "Baseline": baseline or "none",
         "Head": head or "none",
     }
+
+
+def snapshot_with_progress(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+    """A full snapshot, counting on stderr the files `git add` takes when it runs long."""
+    with Progress("Snapshotting files") as meter:
+        return snapshot_tree(repo, secret_paths, meter.advance if meter.active else None)
 
 
 def _bad_tip(task: TaskName, commit: str) -> CorruptError:
@@ -362,7 +369,7 @@ class CheckpointStore:
         out are pinned as assertions instead."""
         repo = self.repo
         if not light:
-            tree = known if known is not None else snapshot_tree(repo, secret_paths)
+            tree = known if known is not None else snapshot_with_progress(repo, secret_paths)
             return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
         if prev is not None:
             return prev.tree, assertions
