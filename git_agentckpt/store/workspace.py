@@ -8,13 +8,21 @@ It returns data (dataclasses and JSON-ready dicts) and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
+from git_agentckpt.errors import (
+    BadStateError,
+    CkptError,
+    NotFound,
+    RecoveringError,
+    UsageError,
+)
+from git_agentckpt.git import packing
 from git_agentckpt.model import (
     JSON,
     REFUSED_START_EVENT,
@@ -204,7 +212,17 @@ class Workspace(TaskReader):
         )
         if not light and _tree is None:
             record_cost(self.repo, time.perf_counter() - started)
+        self._pack_objects()
         return made
+
+    def _pack_objects(self) -> None:
+        """After the commit point, outside the task's lock: this checkpoint's loose objects
+        (and the events' since the last one) go into one pack (`git/packing.py`). The
+        checkpoint is committed already: a failure leaves the objects loose, nothing more."""
+        if not packing.enabled(self.repo):
+            return
+        with contextlib.suppress(CkptError, OSError):
+            packing.pack_loose(self.repo)
 
     def _checks_for_create(self, assertions: Sequence[Any]) -> list[JSON]:
         """The assertions `create` stores: check objects as given (the facade also parses
