@@ -14,7 +14,8 @@ Options:
             (`git/packing.py`: `pack-objects --window=0`, the loose copies removed,
             geometric roll-up past 50 packs); the time is the packing step, in the
             foreground;
-- `pack-128` the same once 128 objects are loose (the default: every ~3 checkpoints);
+- `pack-128` the same once 128 objects are loose (the default: every ~3 checkpoints;
+            counted at each checkpoint and every 256th event);
 - `gc-auto` `git gc --auto` every `--gc-every` checkpoints, started in the background
             (never waited for; git's own thresholds: 6700 loose objects, 50 packs);
             the time is the foreground spawn, and the background run is reported apart.
@@ -149,6 +150,7 @@ def run_workload(
 ) -> Outcome:
     import git_agentckpt
     from git_agentckpt.git import packing
+    from git_agentckpt.store.workspace import EVENTS_PER_PACK_CHECK
 
     repo = work / f"{workload}-{option}"
     shutil.copytree(template, repo, symlinks=True)
@@ -178,9 +180,13 @@ def run_workload(
             ck.create("t", message=f"light {i}", light=True)
         else:
             payload = {"input": f"pytest -q tests/test_{i % 50}.py", "output": "ok"}
-            ck.event("t", "tool.call", payload)
+            seq = ck.event("t", "tool.call", payload).seq
         create_times.append(time.perf_counter() - t0)
         if not is_checkpoint:
+            if option == "pack-128" and seq % EVENTS_PER_PACK_CHECK == 0:  # as append_events
+                t1 = time.perf_counter()
+                packing.pack_loose(ck.repo, min_objects=128)
+                added.append(time.perf_counter() - t1)
             continue
         t1 = time.perf_counter()
         if option == "pack-each":

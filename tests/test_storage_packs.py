@@ -68,3 +68,17 @@ def test_packing_can_be_turned_off(repo: Path) -> None:
     assert most > PACK_AT  # each checkpoint's objects stay loose until a gc
     assert loose_objects(repo) == most
     assert not list((repo / ".git" / "objects" / "pack").glob("*.pack"))
+
+
+def test_a_task_that_only_logs_events_stays_bounded_too(repo: Path) -> None:
+    import git_agentckpt
+    from git_agentckpt.store.workspace import EVENTS_PER_PACK_CHECK
+
+    ckpt(repo, "task", "start", "t", "--goal", "only events")
+    ck = git_agentckpt.open(str(repo))
+    n = 2 * EVENTS_PER_PACK_CHECK + 50
+    for i in range(n):  # one commit (one loose object) per event
+        ck.event("t", "tool.call", {"input": f"call {i}"})
+    assert loose_objects(repo) < EVENTS_PER_PACK_CHECK
+    logged = ckpt(repo, "log", "t", "--json").stdout.splitlines()  # JSON Lines
+    assert len(logged) >= n

@@ -48,6 +48,8 @@ from git_agentckpt.store.tools import file_hashes, tool_versions
 __all__ = ["EventLike", "RestoreResult", "StepNotStartable", "Workspace"]
 
 EventLike = NewEvent | Mapping[str, Any]
+# every this many events, the loose objects are counted (and packed past PACK_AT)
+EVENTS_PER_PACK_CHECK = 256
 START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
 
 
@@ -345,7 +347,10 @@ class Workspace(TaskReader):
         batch = [_as_new_event(e) for e in events]
         for ev in batch:
             check_external_event_type(ev.type)
-        return self.log.append(TaskName(task), batch)
+        written = self.log.append(TaskName(task), batch)
+        if any(e.seq % EVENTS_PER_PACK_CHECK == 0 for e in written):
+            self._pack_objects()  # a task that logs without checkpointing: bounded too
+        return written
 
     def event(
         self,
