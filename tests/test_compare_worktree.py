@@ -11,9 +11,10 @@ import pytest
 from conftest import git
 from helpers import write
 
-from git_agentckpt.git import worktree
+from git_agentckpt.git import compare
+from git_agentckpt.git.compare import compare_worktree
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import compare_worktree, snapshot_tree
+from git_agentckpt.git.worktree import snapshot_tree
 
 SECRETS = (".env",)
 
@@ -38,7 +39,7 @@ def method(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Both ways compare_worktree can ask git: one `status` with the shadow git dir
     (SHA-1 repositories), or `status` + `diff-index --cached` (any other)."""
     if request.param == "two-commands":
-        monkeypatch.setattr(worktree, "shadow_git_dir", lambda *_: None)
+        monkeypatch.setattr(compare, "shadow_git_dir", lambda *_: None)
     return str(request.param)
 
 

@@ -340,7 +340,7 @@ def test_a_tracked_secret_edited_under_the_watcher_never_reaches_the_store(
 def test_property_verification_by_snapshot_equals_git_status(long_run: bool) -> None:
     """Resume's verification in the daemon compares trees (a snapshot of what changed):
     the same changes as the `git status` way, after random actions."""
-    from git_agentckpt.git import worktree
+    from git_agentckpt.git import compare as worktree
     from git_agentckpt.git.repo import GitRepo
 
     @settings(
@@ -392,7 +392,7 @@ def test_a_private_index_whose_shared_part_went_is_rebuilt(
 ) -> None:
     """git expires a split index's shared part after two weeks unused: the next
     verification and snapshot outside the daemon rebuild the private index."""
-    from git_agentckpt.git import worktree
+    from git_agentckpt.git import compare as worktree
     from git_agentckpt.git.repo import GitRepo
 
     root, _, _ = watched

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from git_agentckpt import __version__
+from git_agentckpt import __version__, progress
 from git_agentckpt.cli.output import JSON_ERRORS, guard_streams
 from git_agentckpt.errors import (
     FILE_SYSTEM_WIDE,
@@ -122,7 +122,12 @@ class CkptGroup(click.Group):
                     "git ckpt stores text as UTF-8; convert it (e.g. with iconv)",
                     ctx,
                 )
-        return super().parse_args(ctx, args)
+        # progress on stderr: a terminal only, never with --json (git_agentckpt/progress.py)
+        json_output = any(a == "--json" or a.startswith("--json=") for a in args)
+        parsed = super().parse_args(ctx, args)
+        quiet = bool(ctx.params.get("quiet"))
+        progress.configure(progress.wanted(json_output=json_output, quiet=quiet))
+        return parsed
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -176,8 +181,15 @@ def _internal(ctx: click.Context, exc: Exception) -> None:
     metavar="PATH",
     help="Run as if started in PATH (like git -C).",
 )
+@click.option(
+    "--quiet",
+    "-q",
+    "quiet",
+    is_flag=True,
+    help="No progress meters on stderr (they show only on a terminal, for long work).",
+)
 @click.pass_context
-def cli(ctx: click.Context, repo_path: str) -> None:
+def cli(ctx: click.Context, repo_path: str, quiet: bool) -> None:
     """Checkpoints, task state and an event log for long-running AI agents, in git.
 
     Snapshots live under refs/agent/checkpoints/<task>, task state in

@@ -56,7 +56,7 @@ from git_agentckpt.contracts.watching import watched_changes
 from git_agentckpt.display import escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import large_files, snapshot_and_changes
+from git_agentckpt.git.worktree import large_files, snapshot_unless_unchanged
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.pins import key_input_assertions
@@ -353,9 +353,10 @@ def _changed_paths(
 ) -> tuple[str, frozenset[str]]:
     """The working tree as a snapshot would see it, and the paths changed since
     `base_tree`: the snapshot comparison, untracked large files, and (with a task)
-    the watched files no snapshot holds."""
+    the watched files no snapshot holds. When nothing changed since the last snapshot,
+    its tree is used as it is (`snapshot_unless_unchanged`: no `add -A`)."""
     repo = ck.repo
-    tree, changed = snapshot_and_changes(repo, ck.settings.secret_paths, base_tree)
+    tree, changed, _ = snapshot_unless_unchanged(repo, ck.settings.secret_paths, base_tree)
     # untracked files above the size cap are not in `tree`, but they are there: they
     # count as any untracked file does (added since the baseline)
     changed = changed | {f.path for f in large_files(repo)}

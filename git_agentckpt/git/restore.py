@@ -21,6 +21,7 @@ the reason) otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from git_agentckpt.crashpoint import crash_point
@@ -68,9 +69,12 @@ def plan_restore(repo: GitRepo, current_tree: str, target_tree: str, *, label: s
     )
 
 
-def apply_restore(repo: GitRepo, plan: RestorePlan) -> tuple[SubmoduleAction, ...]:
+def apply_restore(
+    repo: GitRepo, plan: RestorePlan, on_file: Callable[[], None] | None = None
+) -> tuple[SubmoduleAction, ...]:
     """Write the plan: deletes (deepest first, pruning emptied directories), then writes,
     then submodules brought to their recorded commits (what happened to each).
+    `on_file` is called after each file deleted or written (a progress meter).
 
     Refused before anything is written: a path whose directory is a symbolic
     link (one that turns into a link meanwhile fails that write), and a file
@@ -84,10 +88,14 @@ def apply_restore(repo: GitRepo, plan: RestorePlan) -> tuple[SubmoduleAction, ..
         with checkout_bytes(repo, files, plan.target_tree or None) as data:
             for ch in sorted(plan.deletes, key=lambda c: c.path.count("/"), reverse=True):
                 writer.remove(ch.path)
+                if on_file is not None:
+                    on_file()
             for ch in plan.writes:
                 assert ch.new_id is not None
                 writer.write(ch.path, data.read(ch.path, ch.new_id), ch.new_mode)
                 crash_point("restore.write")
+                if on_file is not None:
+                    on_file()
     return tuple(bring_back(repo, s) for s in settled)
 
 

@@ -83,6 +83,11 @@ def _joined(lines: list[str]) -> str:
     return " ".join(lines)
 
 
+def env_for(cwd: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment `run_git` gives git run in `cwd` (its repository, then `env`)."""
+    return clean_env({**_TARGETS.get(cwd, {}), **(env or {})})
+
+
 def run_git(
     args: Sequence[str],
     *,
@@ -96,7 +101,7 @@ def run_git(
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=clean_env({**_TARGETS.get(cwd, {}), **(env or {})}),
+            env=env_for(cwd, env),
             input=input,
             capture_output=True,
             check=False,

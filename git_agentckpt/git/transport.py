@@ -18,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.errors import CkptError, CorruptError, LockedError, OperationFailed, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
+from git_agentckpt.git.stream import run_git_streaming
 from git_agentckpt.git.syserr import git_failure
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -46,11 +48,28 @@ def remote_key(repo: GitRepo, remote: str) -> str:
     return "url-" + hashlib.sha1(remote.encode(), usedforsecurity=False).hexdigest()[:12]
 
 
-def fetch_into(repo: GitRepo, remote: str, refspecs: Sequence[tuple[str, str]]) -> None:
-    """Fetch `src` refs (globs allowed) of `remote` into local `dst` refs, forced."""
+def _run(
+    repo: GitRepo, args: list[str], on_progress: Callable[[bytes], None] | None
+) -> subprocess.CompletedProcess[bytes]:
+    """git with `--progress` when `on_progress` takes its meters (read as git writes them)."""
+    if on_progress is None:
+        return run_git(args, cwd=repo.workdir, check=False)
+    at = args.index("--")  # --quiet would silence the local side's meters (unpacking)
+    args = [*(a for a in args[:at] if a != "--quiet"), "--progress", *args[at:]]
+    return run_git_streaming(args, cwd=repo.workdir, on_stderr=on_progress)
+
+
+def fetch_into(
+    repo: GitRepo,
+    remote: str,
+    refspecs: Sequence[tuple[str, str]],
+    on_progress: Callable[[bytes], None] | None = None,
+) -> None:
+    """Fetch `src` refs (globs allowed) of `remote` into local `dst` refs, forced.
+    `on_progress` gets git's progress output (`--progress`) as it comes."""
     specs = [f"+{src}:{dst}" for src, dst in refspecs]
     args = ["fetch", "--no-tags", "--no-write-fetch-head", "--quiet", "--", remote, *specs]
-    proc = run_git(["-c", "fetch.fsckObjects=true", *args], cwd=repo.workdir, check=False)
+    proc = _run(repo, ["-c", "fetch.fsckObjects=true", *args], on_progress)
     if proc.returncode != 0:
         raise _fetch_error(repo, remote, proc.stderr)
 
@@ -92,12 +111,18 @@ class PushedRef:
         return self.flag == "!"
 
 
-def push_refs(repo: GitRepo, remote: str, refs: Sequence[str]) -> list[PushedRef]:
-    """Push `refs` to the same names on `remote`, atomically and fast-forward only."""
-    proc = run_git(
+def push_refs(
+    repo: GitRepo,
+    remote: str,
+    refs: Sequence[str],
+    on_progress: Callable[[bytes], None] | None = None,
+) -> list[PushedRef]:
+    """Push `refs` to the same names on `remote`, atomically and fast-forward only.
+    `on_progress` gets git's progress output (`--progress`) as it comes."""
+    proc = _run(
+        repo,
         ["push", "--atomic", "--porcelain", "--", remote, *(f"{r}:{r}" for r in refs)],
-        cwd=repo.workdir,
-        check=False,
+        on_progress,
     )
     out: list[PushedRef] = []
     for line in proc.stdout.decode("utf-8", "replace").splitlines():

@@ -20,17 +20,16 @@ import fcntl
 import os
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import incremental, large, private_index, watcher
-from git_agentckpt.git.convert import hash_worktree_files
+from git_agentckpt.git import incremental, large, private_index, unchanged, watcher
 from git_agentckpt.git.files import write_if_changed
-from git_agentckpt.git.repo import Change, GitRepo
+from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
 from git_agentckpt.git.secret_files import catch_added, pin_secret_entries
-from git_agentckpt.git.shadow import shadow_git_dir
+from git_agentckpt.git.stream import run_git_streaming
 from git_agentckpt.git.syserr import git_failure, translated
 
 GITLINK = 0o160000
@@ -71,203 +70,7 @@ def _global_excludes(repo: GitRepo) -> str:
         return ""
 
 
-def compare_worktree(
-    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
-) -> tuple[list[Change], str | None]:
-    """The working tree's differences from `expected_tree` (and the tree, when clean).
-
-    Each change has its path and status; blob ids are given where they are known
-    without hashing (most paths have none: verification needs only the paths).
-
-    About the cost of `git status`: one `git status` on the private index, run with
-    a shadow git dir whose HEAD is the expected tree (`git/shadow.py`), so its HEAD
-    side is the expected tree against the index (skipping unchanged directories by
-    the cache-tree) and its other side the index against the working tree, through
-    the stat cache. (Without the shadow: the same `status` plus a `diff-index
-    --cached`.) Nothing is written; the paths where the two disagree are settled
-    by hashing those files as `git add` would, filters and line endings applied
-    (`git/convert.py`: no process when no attribute or autocrlf applies, else one
-    `git hash-object --stdin-paths` for them all), so a file git calls unchanged
-    is unchanged here too. When the working tree differs, the caller snapshots it
-    with `snapshot_tree` if it needs the tree.
-    """
-    with translated("cannot compare the working tree", repo.git_dir):
-        if watcher.active_for(repo.workdir) is not None:
-            return _compare_by_snapshot(repo, expected_tree, secret_paths)
-        try:
-            return _compare_worktree(repo, expected_tree, secret_paths)
-        except OperationFailed:
-            # The private index is a cache (a split one whose shared part git expired,
-            # or a corrupt one): rebuild it from the user's index once, as a snapshot does.
-            with locked(os.path.join(agent_dir(repo), "index.flock")), suppress(FileNotFoundError):
-                os.unlink(os.path.join(agent_dir(repo), "index"))
-            return _compare_worktree(repo, expected_tree, secret_paths)
-
-
-def _compare_by_snapshot(
-    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
-) -> tuple[list[Change], str | None]:
-    """In the daemon, with its work-tree watcher: a snapshot costs what changed since
-    the last one (`incremental.py`), and a tree diff skips every subtree the two share.
-    A path whose type changed is one `M`, as `git status` reports it."""
-    tree, _ = snapshot_and_changes(repo, secret_paths, None)
-    by_path: dict[str, Change] = {}
-    for change in repo.diff_trees(expected_tree, tree):
-        seen = by_path.get(change.path)
-        if seen is None:
-            by_path[change.path] = change
-            continue
-        gone, came = (seen, change) if seen.status == "D" else (change, seen)
-        by_path[change.path] = Change(
-            "M", change.path, gone.old_id, came.new_id, gone.old_mode, came.new_mode
-        )
-    changes = [by_path[p] for p in sorted(by_path)]
-    return changes, (expected_tree if not changes else None)
-
-
-def _compare_worktree(
-    repo: GitRepo, expected_tree: str, secret_paths: Sequence[str]
-) -> tuple[list[Change], str | None]:
-    base = agent_dir(repo)
-    status_args = [
-        "status",
-        "--porcelain=v2",
-        "-z",
-        "--untracked-files=all",
-        "--no-renames",
-        "--ignore-submodules=dirty",  # a nested repository changes by its HEAD only
-    ]
-    with locked(os.path.join(base, "index.flock")):
-        env, config = _prepare_index(repo, secret_paths)
-        shadow = shadow_git_dir(repo, base, expected_tree)
-        if shadow is not None:  # one `git status` whose HEAD is the expected tree
-            out = run_git(
-                ["--git-dir", shadow, "--work-tree", repo.workdir, *config, *status_args],
-                cwd=repo.workdir,
-                env=env,
-            ).stdout
-            by_index = {c.path: c for c in _parse_status_heads(out)}
-            worktree = _parse_status(out)
-        else:
-            status = run_git([*config, *status_args], cwd=repo.workdir, env=env).stdout
-            staged = run_git(
-                ["diff-index", "--cached", "--raw", "-z", "--no-renames", expected_tree],
-                cwd=repo.workdir,
-                env=env,
-            ).stdout
-            by_index = {c.path: c for c in _parse_raw(staged)}  # expected -> index
-            worktree = _parse_status(status)  # index -> working tree: path -> M | D | T | ?
-    if not by_index and not worktree:
-        return [], expected_tree
-    # Both sides moved: settled by the file itself, hashed as `git add` would (filters
-    # and line endings applied, in one process for them all: `git/convert.py`).
-    settle = [p for p in by_index if worktree.get(p, "D") != "D"]
-    settle += [p for p, how in worktree.items() if how == "?/" and p not in by_index]
-    hashed = hash_worktree_files(repo, settle, env) if settle else {}
-    changes: list[Change] = []
-    for path in sorted(set(by_index) | set(worktree)):
-        entry = by_index.get(path)
-        if entry is None:
-            # the index holds the expected entry here, so status alone tells the change
-            # (git status compared the contents itself): nothing to hash or look up
-            if worktree[path] == "?/" and hashed[path] is None:
-                continue  # a nested repository without a commit: never snapshotted
-            letter = {"?": "A", "?/": "A", "D": "D"}.get(worktree[path], "M")
-            changes.append(Change(letter, path, None, None, 0, 0))
-            continue
-        old = (entry.old_id, entry.old_mode) if entry.old_id else None
-        if path in worktree:  # both sides moved: settle it by the file itself
-            now = hashed.get(path) if worktree[path] != "D" else None
-        else:  # the working tree matches the index
-            now = (entry.new_id, entry.new_mode) if entry.new_id else None
-        if old is None and now is None:
-            continue
-        if old is not None and now is not None and old == now:
-            continue
-        status_letter = "A" if old is None else "D" if now is None else "M"
-        changes.append(
-            Change(
-                status=status_letter,
-                path=path,
-                old_id=old[0] if old else None,
-                new_id=now[0] if now else None,
-                old_mode=old[1] if old else 0,
-                new_mode=now[1] if now else 0,
-            )
-        )
-    return changes, (expected_tree if not changes else None)
-
-
-def _parse_status(out: bytes) -> dict[str, str]:
-    """`git status --porcelain=v2 -z`: paths whose working-tree side differs from the index."""
-    result: dict[str, str] = {}
-    for rec in out.split(b"\0"):
-        if rec.startswith(b"? "):
-            path = os.fsdecode(rec[2:])
-            # "dir/" is a nested repository: "?/" so the caller checks its HEAD
-            result[path.rstrip("/")] = "?/" if path.endswith("/") else "?"
-        elif rec.startswith(b"1 "):
-            parts = rec.split(b" ", 8)
-            worktree_side = parts[1][1:2].decode()
-            if worktree_side != ".":
-                result[os.fsdecode(parts[8])] = worktree_side
-    return result
-
-
-def _parse_status_heads(out: bytes) -> list[Change]:
-    """`git status --porcelain=v2 -z` entries whose HEAD side differs from the index.
-
-    `1 XY sub mH mI mW hH hI path`: X is HEAD -> index (here HEAD is the expected
-    tree), so these are the records `diff-index --cached` would give.
-    """
-    changes: list[Change] = []
-    for rec in out.split(b"\0"):
-        if not rec.startswith(b"1 "):
-            continue
-        parts = rec.split(b" ", 8)
-        side = parts[1][:1].decode()
-        if side == ".":
-            continue
-        m_head, m_index = int(parts[3], 8), int(parts[4], 8)
-        h_head, h_index = parts[6].decode(), parts[7].decode()
-        zero = "0" * len(h_head)
-        changes.append(
-            Change(
-                status=side,
-                path=os.fsdecode(parts[8]),
-                old_id=None if side == "A" or h_head == zero else h_head,
-                new_id=None if side == "D" or h_index == zero else h_index,
-                old_mode=0 if side == "A" else m_head,
-                new_mode=0 if side == "D" else m_index,
-            )
-        )
-    return changes
-
-
-def _parse_raw(out: bytes) -> list[Change]:
-    """`git diff-index --raw -z` records: `:old_mode new_mode old new S\0path\0`."""
-    fields = out.split(b"\0")
-    changes: list[Change] = []
-    for i in range(0, len(fields) - 1, 2):
-        meta, path = fields[i], fields[i + 1]
-        if not meta.startswith(b":"):
-            continue
-        old_mode, new_mode, old, new, status = meta[1:].decode().split(" ")
-        zero = "0" * len(old)
-        changes.append(
-            Change(
-                status=status[:1],
-                path=os.fsdecode(path),
-                old_id=None if old == zero else old,
-                new_id=None if new == zero else new,
-                old_mode=int(old_mode, 8),
-                new_mode=int(new_mode, 8),
-            )
-        )
-    return changes
-
-
-def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+def prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """Bring the private index in step with the user's index and write the excludes;
     call under the flock. The environment and `-c` options of git on the private index."""
     env, config, _ = _prepare(repo, secret_paths, reseed=False)
@@ -277,7 +80,7 @@ def _prepare_index(repo: GitRepo, secret_paths: Sequence[str]) -> tuple[dict[str
 def _prepare(
     repo: GitRepo, secret_paths: Sequence[str], *, reseed: bool
 ) -> tuple[dict[str, str], list[str], bool]:
-    """`_prepare_index`, re-seeding when the user's index changed (`private_index.py`)
+    """`prepare_index`, re-seeding when the user's index changed (`private_index.py`)
     or when `reseed`; the last value says whether it did."""
     base = agent_dir(repo)
     index = os.path.join(base, "index")
@@ -322,13 +125,20 @@ def _write_excludes(
     write_if_changed(excludes, text.encode("utf-8", "surrogateescape"))
 
 
-def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+# called once per path `git add` adds or removes, as it goes (a progress meter)
+OnPath = Callable[[], None]
+
+
+def snapshot_tree(repo: GitRepo, secret_paths: Sequence[str], on_path: OnPath | None = None) -> str:
     """Write the working tree (tracked + untracked-not-ignored, minus secrets) as a tree."""
-    return snapshot_and_changes(repo, secret_paths, None)[0]
+    return snapshot_and_changes(repo, secret_paths, None, on_path)[0]
 
 
 def snapshot_and_changes(
-    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo,
+    secret_paths: Sequence[str],
+    base_tree: str | None,
+    on_path: OnPath | None = None,
 ) -> tuple[str, frozenset[str]]:
     """The working tree as a tree, and the paths that differ from `base_tree`.
 
@@ -337,26 +147,30 @@ def snapshot_and_changes(
     """
     with translated("cannot snapshot the working tree", repo.git_dir):
         base = agent_dir(repo)
-        return _snapshot_locked(repo, base, secret_paths, base_tree)
+        return _snapshot_locked(repo, base, secret_paths, base_tree, on_path)
 
 
 def _snapshot_locked(
-    repo: GitRepo, base: str, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo,
+    base: str,
+    secret_paths: Sequence[str],
+    base_tree: str | None,
+    on_path: OnPath | None,
 ) -> tuple[str, frozenset[str]]:
     with locked(os.path.join(base, "index.flock")):
         try:
-            return _add_and_write(repo, secret_paths, base_tree)
+            return _add_and_write(repo, secret_paths, base_tree, on_path)
         except OperationFailed:
             # The private index is a cache: if git cannot use it (corrupt, or naming
             # blobs that `git gc` pruned because no checkpoint kept them), rebuild it
             # from the user's index once and try again.
             with suppress(FileNotFoundError):
                 os.unlink(os.path.join(base, "index"))
-            return _add_and_write(repo, secret_paths, base_tree)
+            return _add_and_write(repo, secret_paths, base_tree, on_path)
 
 
 def _add_and_write(
-    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None, on_path: OnPath | None
 ) -> tuple[str, frozenset[str]]:
     """Under the flock: `add -A`, the changed paths, `write-tree`."""
     env, config, seeded = _prepare(repo, secret_paths, reseed=False)
@@ -371,7 +185,7 @@ def _add_and_write(
         if chosen.reason:
             watcher.log_line(base, "full scan: " + chosen.reason)
         chosen = incremental.Plan(None, chosen.view, None, chosen.reason)
-        added, removed = _added_removed(_add_all(repo, env, config, sparse).stdout)
+        added, removed = _added_removed(_add_all(repo, env, config, sparse, on_path).stdout)
     else:
         added, removed = update.added, update.removed
     if not seeded and any(os.path.basename(p) == ".gitignore" for p in (*added, *removed)):
@@ -381,7 +195,7 @@ def _add_and_write(
         if chosen.view is not None:
             config = incremental.split_index(config)
         chosen = incremental.Plan(None, chosen.view, None, "a .gitignore changed")
-        added, removed = _added_removed(_add_all(repo, env, config, sparse).stdout)
+        added, removed = _added_removed(_add_all(repo, env, config, sparse, on_path).stdout)
     private_index.remember_dropped(repo, base, removed)
     added += large.added_paths(private_index.bring_back_dropped(repo, base, env))
     secret = catch_added(repo, agent_dir(repo), env, secret_paths, added)
@@ -392,6 +206,7 @@ def _add_and_write(
     if tree is None:
         tree = run_git([*config, "write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     incremental.finish(base, chosen, tree, incremental.rules_digest(base, False))
+    unchanged.remember(base, tree)
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
@@ -416,18 +231,22 @@ def _update_changed(
 
 
 def _add_all(
-    repo: GitRepo, env: Mapping[str, str], config: Sequence[str], sparse: bool
+    repo: GitRepo,
+    env: Mapping[str, str],
+    config: Sequence[str],
+    sparse: bool,
+    on_path: OnPath | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """`git add -A` on the private index; it names the paths it added and removed (secret
     and large files go back out). In a sparse checkout `--sparse`: paths outside the cone
     (`.agent/` among them) are added too, and skipped entries keep their blobs."""
     add = ["add", "-A", "--verbose", *(["--sparse"] if sparse else [])]
-    proc = run_git([*config, *add], cwd=repo.workdir, env=env, check=False)
+    proc = _run_add(repo, [*config, *add], env, on_path)
     empty = _EMPTY_NESTED.findall(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0 and empty:
         # a nested repository without a commit cannot be a gitlink: leave it out
         skip = [f":(exclude,literal){p.rstrip('/')}" for p in empty]
-        proc = run_git([*config, *add, "--", ".", *skip], cwd=repo.workdir, env=env, check=False)
+        proc = _run_add(repo, [*config, *add, "--", ".", *skip], env, on_path)
     if proc.returncode != 0:
         _raise_if_refused(repo, proc.stderr)
         errors = error_lines(proc.stderr)
@@ -436,6 +255,21 @@ def _add_all(
             hint="fix the path git names, or add it to .gitignore",
         )
     return proc
+
+
+def _run_add(
+    repo: GitRepo, args: Sequence[str], env: Mapping[str, str], on_path: OnPath | None
+) -> subprocess.CompletedProcess[bytes]:
+    """`git add …`; with `on_path`, its `--verbose` lines are read as git prints them."""
+    if on_path is None:
+        return run_git(args, cwd=repo.workdir, env=env, check=False)
+    call = on_path
+
+    def line(text: bytes) -> None:
+        if text.startswith((b"add '", b"remove '")):
+            call()
+
+    return run_git_streaming(args, cwd=repo.workdir, env=env, on_stdout_line=line)
 
 
 def _added_removed(add_verbose_stdout: bytes) -> tuple[list[str], list[str]]:
@@ -477,6 +311,28 @@ def _leave_out_large(
     known = {**large.load(base), **found}
     large.save(base, known)
     _write_excludes(os.path.join(base, "exclude"), _global_excludes(repo), secret_paths, known)
+
+
+def snapshot_unless_unchanged(
+    repo: GitRepo, secret_paths: Sequence[str], base_tree: str | None
+) -> tuple[str, frozenset[str], bool]:
+    """`snapshot_and_changes`, except that when nothing changed since the last snapshot
+    its tree is given back without one (`git/unchanged.py`; the last value: reused).
+    In the daemon the watcher knows what changed: the snapshot itself costs that much,
+    and no proof is needed."""
+    if watcher.active_for(repo.workdir) is not None:
+        return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
+    with translated("cannot snapshot the working tree", repo.git_dir):
+        base = agent_dir(repo)
+        with locked(os.path.join(base, "index.flock")):
+            env, config = prepare_index(repo, secret_paths)
+            tree = unchanged.last_tree_if_unchanged(repo, base, env, config)
+    if tree is None:
+        return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:
+        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
+    return tree, changed, True
 
 
 def large_files(repo: GitRepo) -> list[large.LargeFile]:

@@ -20,13 +20,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from git_agentckpt.contracts.checks import CheckResult
 from git_agentckpt.contracts.engine import evaluate_for_resume, make_command_runner
-from git_agentckpt.contracts.schema import Contract, load_contract_dir
+from git_agentckpt.contracts.schema import Check, Contract, load_contract_dir
 from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
+from git_agentckpt.progress import Progress
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
 from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
 from git_agentckpt.recovery.confirm import Verdict, check_restatement
@@ -82,8 +84,18 @@ def load_contract(ck: Workspace) -> Contract | None:
     return load_contract_dir(Path(ck.repo.workdir) / CONTRACTS_DIR)
 
 
-def _runner(ck: Workspace) -> CommandRunner:
-    return make_command_runner(ck.repo, TrustStore(), ck.log.redactor.text)
+def _runner(s: _Session) -> CommandRunner:
+    """Trusted commands run in the working tree; the session notes that one ran (it may
+    have written files: the resume checkpoint then snapshots instead of reusing)."""
+    run = make_command_runner(s.ws.repo, TrustStore(), s.ws.log.redactor.text)
+
+    def counted(check: Check) -> CheckResult:
+        result = run(check)
+        if result.status != "untrusted":
+            s.commands_ran = True
+        return result
+
+    return counted
 
 
 def _finished(state: dict[str, JSON]) -> bool:
@@ -107,6 +119,7 @@ class _Session:
     events: list[Event]
     report: dict[str, JSON]
     pending: list[NewEvent] = field(default_factory=list)  # logged with the report
+    commands_ran: bool = False  # a trusted command of an assertion or constraint ran
     timings: dict[str, float] = field(default_factory=dict)
     _t: float = field(default_factory=time.perf_counter)
 
@@ -187,22 +200,37 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
         return ResumeOutcome(Exit.OK, "brief", message, {"task": s.task.name}, brief)
     if _finished(s.state_now):
         return _finish(s)
+    with Progress("Resuming", 5) as meter:  # the five steps, on stderr when it runs long
+        return _five_steps(s, meter)
+
+
+def _five_steps(s: _Session, meter: Progress) -> ResumeOutcome:
+    ws, opts = s.ws, s.opts
     located = locate_step(s)
+    meter.advance()
     start, effective = located.start, located.effective
     assert start is not None and effective is not None
     verified = verify_step(ws, effective, restore=opts.restore, accept_drift=opts.accept_drift)
     _record_verify(s, verified)
+    meter.advance()
     if verified.needs_person:
         return _stop(s, Exit.NEEDS_PERSON, verified.stop_message(start.id))
     asserted = _assertions(s, start, verified, located)
+    meter.advance()
     if asserted.stopped:
         return _stop(s, Exit.ASSERTIONS_FAILED, f"assertions fail: {asserted.stopped}")
+    # the working tree as a tree: proven equal to the checkpoint by verification (no
+    # snapshot), or snapshotted once after the last write (drift accepted, regenerable
+    # files settled, a restore, a rollback); the resume checkpoint records that same tree
     tree = ensure_tree(ws.repo, verified.final, ws.settings.secret_paths)
     if asserted.rollback is not None and asserted.rollback.target is not None:
         start = effective = asserted.rollback.target
         tree = snapshot_tree(ws.repo, ws.settings.secret_paths)  # the tree rolled back to
     failing = _constraints(s, tree)
-    return _ready(s, located, start, verified, asserted, failing)
+    meter.advance()
+    outcome = _ready(s, located, start, verified, asserted, failing, tree)
+    meter.advance()
+    return outcome
 
 
 def locate_step(s: _Session) -> Located:
@@ -259,7 +287,7 @@ def _assertions(
         verified,
         skip=located.mid_step,
         no_rollback=s.opts.no_rollback,
-        runner=_runner(s.ws),
+        runner=_runner(s),
     )
     s.report["assertions"] = step.to_json()
     s.pending.append(NewEvent("recovery.assertions", data=step.to_json()))
@@ -271,12 +299,12 @@ def _constraints(s: _Session, tree: str) -> list[dict[str, JSON]]:
     """Every constraint, run now on the working tree (`tree`; trusted commands only):
     the failing ones. Nothing is logged but the report (contracts/engine.py)."""
     run = evaluate_for_resume(s.ws, s.task, tree)
+    if any(r.kind == "command" and r.status not in ("untrusted", "unchecked") for r in run.results):
+        s.commands_ran = True
     s.report["constraints"] = run.to_json()
     s.lap("constraints")
     rows = run.to_json().get("constraints")
-    return [
-        c for c in rows or [] if isinstance(c, dict) and c.get("status") in ("fail", "error")
-    ]
+    return [c for c in rows or [] if isinstance(c, dict) and c.get("status") in ("fail", "error")]
 
 
 def _resume_state(s: _Session, start: Checkpoint) -> tuple[dict[str, JSON], list[str]]:
@@ -300,8 +328,13 @@ def _ready(
     verified: VerifyStep,
     asserted: AssertionStep,
     failing: list[dict[str, JSON]],
+    tree: str,
 ) -> ResumeOutcome:
-    """Steps 4 and 5: the brief, the resume checkpoint, the report."""
+    """Steps 4 and 5: the brief, the resume checkpoint, the report.
+
+    The resume checkpoint records `tree`, the working tree the steps before proved or
+    snapshotted, without a second snapshot; unless a trusted command ran since (it may
+    have written files), then it snapshots the disk as it is now."""
     state, reset = _resume_state(s, start)
     facts = s.facts(state, "ready", start.tree)
     facts.located, facts.verified, facts.asserted = located, verified, asserted
@@ -324,6 +357,7 @@ def _ready(
         trigger=RESUME_TRIGGER,
         force=True,
         _state_override=state,
+        _tree=None if s.commands_ran else tree,
     )
     crash_point("resume.checkpoint")
     s.report["resume_checkpoint"] = made.to_json()

@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from git_agentckpt.git.compare import compare_worktree
 from git_agentckpt.git.convert import checkout_bytes
 from git_agentckpt.git.repo import Change, GitRepo, TreeFile
 from git_agentckpt.git.safe_write import SafeWriter
 from git_agentckpt.git.tree_check import check_tree
-from git_agentckpt.git.worktree import GITLINK, compare_worktree, snapshot_tree
+from git_agentckpt.git.worktree import GITLINK, snapshot_tree
 from git_agentckpt.globs import match_any, match_excluded
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint

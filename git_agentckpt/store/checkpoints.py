@@ -30,6 +30,7 @@ from git_agentckpt.model import (
     new_ulid,
     parse_trailers,
 )
+from git_agentckpt.progress import Progress
 from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
@@ -139,6 +140,14 @@ def _trailers(
         "Baseline": baseline or "none",
         "Head": head or "none",
     }
+
+
+def snapshot_with_progress(repo: GitRepo, secret_paths: Sequence[str]) -> str:
+    """A full snapshot, counting on stderr the files `git add` takes when it runs long."""
+    from git_agentckpt.git.worktree import snapshot_tree  # not imported by read commands
+
+    with Progress("Snapshotting files") as meter:
+        return snapshot_tree(repo, secret_paths, meter.advance if meter.active else None)
 
 
 def _bad_tip(task: TaskName, commit: str) -> CorruptError:
@@ -288,8 +297,13 @@ class CheckpointStore:
         assertions: Sequence[JSON] = (),
         secret_paths: Sequence[str] = (),
         actor: Mapping[str, JSON] | None = None,
+        tree: str | None = None,
     ) -> Checkpoint:
         """Create one checkpoint in write-ahead order (see the module docstring).
+
+        `tree` (a full checkpoint only) is the working tree as the caller already knows it,
+        proven equal to the disk (a verification that found it clean, the snapshot a
+        restore just took): it is used instead of a second snapshot.
 
         `state()` computes the note to write, and the events to log with the
         `checkpoint.prepare` in one commit (a `task.start` when this checkpoint starts
@@ -304,7 +318,16 @@ class CheckpointStore:
         with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
             return retry(
                 lambda: self._create_once(
-                    task, message, light, trigger, step, state, assertions, secret_paths, actor
+                    task,
+                    message,
+                    light,
+                    trigger,
+                    step,
+                    state,
+                    assertions,
+                    secret_paths,
+                    actor,
+                    tree,
                 ),
                 what=f"checkpoint of {task}",
                 tries=20,
@@ -348,14 +371,16 @@ class CheckpointStore:
         baseline: str | None,
         secret_paths: Sequence[str],
         assertions: Sequence[JSON],
+        known: str | None = None,
     ) -> tuple[str, Sequence[JSON]]:
         """The checkpoint's tree: its parent's for a light one (no disk scan), else a
-        snapshot; large files the snapshot leaves out are pinned as assertions instead."""
+        snapshot (or `known`, the caller's proven one); large files the snapshot leaves
+        out are pinned as assertions instead."""
         repo = self.repo
         if not light:
-            from git_agentckpt.git.worktree import large_files, snapshot_tree
+            from git_agentckpt.git.worktree import large_files
 
-            tree = snapshot_tree(repo, secret_paths)
+            tree = known if known is not None else snapshot_with_progress(repo, secret_paths)
             return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
         if prev is not None:
             return prev.tree, assertions
@@ -379,6 +404,7 @@ class CheckpointStore:
         assertions: Sequence[JSON],
         secret_paths: Sequence[str],
         actor: Mapping[str, JSON] | None,
+        known_tree: str | None = None,
     ) -> Checkpoint | None:
         repo = self.repo
         old = repo.read_ref(task.checkpoints_ref)
@@ -386,7 +412,7 @@ class CheckpointStore:
         head = repo.head()
         baseline = prev.baseline if prev else head
         # 1. snapshot tree and commit object: invisible until the ref moves
-        tree, assertions = self._tree(light, prev, baseline, secret_paths, assertions)
+        tree, assertions = self._tree(light, prev, baseline, secret_paths, assertions, known_tree)
         parents = [old] if old else ([head] if head else [])
         if prev is not None and head and head != prev.head and head not in parents:
             parents.append(head)

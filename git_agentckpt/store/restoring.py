@@ -20,10 +20,10 @@ from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.restore import RestorePlan, SubmoduleAction, apply_restore, plan_restore
 from git_agentckpt.git.submodules import settle_submodules
-from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import JSON, NewEvent
-from git_agentckpt.store.checkpoints import Checkpoint
+from git_agentckpt.progress import Progress
+from git_agentckpt.store.checkpoints import Checkpoint, snapshot_with_progress
 from git_agentckpt.store.refs import TaskName
 
 if TYPE_CHECKING:  # the workspace calls this module: no import at run time
@@ -96,7 +96,7 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
     target = ws.resolve(name)
     task = TaskName(target.task)
     ws.require_own(task)  # another worktree's checkpoint: its files, never written here
-    current_tree = snapshot_tree(ws.repo, ws.settings.secret_paths)
+    current_tree = snapshot_with_progress(ws.repo, ws.settings.secret_paths)
     plan, secret, agent = without_kept(
         plan_restore(
             ws.repo, current_tree, target.tree, label=f"{target.id} of task {target.task}"
@@ -115,9 +115,13 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
         if current_tree not in known:
             msg = f"safety before restoring {target.id}"
             ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
-            safety = ws.create(task.name, message=msg, trigger="pre_restore", force=True)
+            # the tree just snapshotted is what is on disk: no second `add -A`
+            safety = ws.create(
+                task.name, message=msg, trigger="pre_restore", force=True, _tree=current_tree
+            )
         crash_point("restore.safety")
-        submodules = apply_restore(ws.repo, plan)
+        with Progress("Restoring files", len(plan.writes) + len(plan.deletes)) as meter:
+            submodules = apply_restore(ws.repo, plan, meter.advance if meter.active else None)
         ws.log.append(
             task,
             [

@@ -37,6 +37,8 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.repo import GitRepo, retry_cas
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
 from git_agentckpt.model import JSON
+from git_agentckpt.progress import GitMeters
+from git_agentckpt.progress import enabled as progress_enabled
 from git_agentckpt.retry import retry
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
@@ -100,7 +102,7 @@ def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
     key = remote_key(repo, remote)
     mirror = f"{MIRROR}{key}/"
     specs = [("refs/agent/*", mirror + "agent/*"), (NOTES + "*", mirror + "notes/agent/*")]
-    fetch_into(repo, remote, specs)
+    fetch_into(repo, remote, specs, GitMeters() if progress_enabled() else None)
     crash_point("fetch.mirrored")
     result = ShareResult(remote, mirror)
     theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
@@ -251,7 +253,7 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
         if not refs:
             return result
         crash_point("push.merged")
-        result.pushed = push_refs(repo, remote, refs)
+        result.pushed = push_refs(repo, remote, refs, GitMeters() if progress_enabled() else None)
         return None if any(p.rejected for p in result.pushed) else result
 
     return retry(

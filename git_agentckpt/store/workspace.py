@@ -8,13 +8,21 @@ It returns data (dataclasses and JSON-ready dicts) and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
+from git_agentckpt.errors import (
+    BadStateError,
+    CkptError,
+    NotFound,
+    RecoveringError,
+    UsageError,
+)
+from git_agentckpt.git import packing
 from git_agentckpt.model import (
     JSON,
     REFUSED_START_EVENT,
@@ -52,6 +60,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 EventLike = NewEvent | Mapping[str, Any]
+# every this many events, the loose objects are counted (and packed past PACK_AT)
+EVENTS_PER_PACK_CHECK = 256
 START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
 
 
@@ -154,8 +164,12 @@ class Workspace(TaskReader):
         _state_override: dict[str, JSON] | None = None,
         _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
         _start: dict[str, JSON] | None = None,
+        _tree: str | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
+
+        `_tree` (internal: restore and resume) is the working tree already proven equal to
+        the disk; a full checkpoint records it instead of snapshotting again.
 
         `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
         also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
@@ -208,10 +222,21 @@ class Workspace(TaskReader):
             secret_paths=self.settings.secret_paths,
             actor={"agent": actor} if actor else None,
             assertions=checks,
+            tree=_tree,
         )
-        if not light:
+        if not light and _tree is None:
             record_cost(self.repo, time.perf_counter() - started)
+        self._pack_objects()
         return made
+
+    def _pack_objects(self) -> None:
+        """After the commit point, outside the task's lock: this checkpoint's loose objects
+        (and the events' since the last one) go into one pack (`git/packing.py`). The
+        checkpoint is committed already: a failure leaves the objects loose, nothing more."""
+        if not packing.enabled(self.repo):
+            return
+        with contextlib.suppress(CkptError, OSError):
+            packing.pack_loose(self.repo)
 
     def _checks_for_create(self, assertions: Sequence[Any]) -> list[JSON]:
         """The assertions `create` stores: check objects as given (the facade also parses
@@ -334,7 +359,10 @@ class Workspace(TaskReader):
         batch = [_as_new_event(e) for e in events]
         for ev in batch:
             check_external_event_type(ev.type)
-        return self.log.append(TaskName(task), batch)
+        written = self.log.append(TaskName(task), batch)
+        if any(e.seq % EVENTS_PER_PACK_CHECK == 0 for e in written):
+            self._pack_objects()  # a task that logs without checkpointing: bounded too
+        return written
 
     def event(
         self,
