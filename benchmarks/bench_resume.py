@@ -1,0 +1,89 @@
+"""Resume (all five steps) on a clean tree against `git status --porcelain`, side by side.
+
+    .venv/bin/python benchmarks/bench_resume.py --files 10000 --rounds 7
+
+Both run as processes in the same rounds, alternating which goes first:
+
+- `git-ckpt resume t --json` through the work tree's warm daemon (its watcher
+  knows nothing changed: verification is a snapshot of no changes and a tree
+  compare), and the same call in its own process (`GIT_CKPT_DAEMON=off`: one
+  `git status` on the private index with the expected tree as HEAD);
+- `git status --porcelain` in the same repository.
+
+Each resume writes its resume checkpoint and report, as a real one does. Prints
+medians (ms) and the ratios to `git status`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_lib import (
+    Series,
+    alternate,
+    cli_env,
+    cli_path,
+    git,
+    make_repo,
+    seal_environment,
+    start_server,
+    stop_servers,
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ckpt-bench-resume-"))
+    seal_environment(work)
+    repo = make_repo(work, args.files)
+    warm = cli_env(work, server=True)
+    cold = cli_env(work, server=False)
+    ckpt = cli_path()
+
+    def call(env: dict[str, str], *argv: str) -> None:
+        subprocess.run(
+            [ckpt, "-C", str(repo), *argv], env=env, check=True, stdout=subprocess.DEVNULL
+        )
+
+    call(cold, "task", "start", "t", "--goal", "benchmark")
+    call(cold, "create", "-t", "t", "-m", "the checkpoint to resume from")
+    start_server(warm, repo)
+    for _ in range(2):  # warm-up: the watcher's first walk and first (full) snapshot
+        call(warm, "resume", "t", "--json")
+    served, own, status = Series(), Series(), Series()
+
+    def git_status() -> None:
+        git(repo, "status", "--porcelain")
+
+    for i in range(args.rounds):
+        alternate(
+            i,
+            lambda: served.add(lambda: call(warm, "resume", "t", "--json")),
+            lambda: status.add(git_status),
+        )
+        own.add(lambda: call(cold, "resume", "t", "--json"))
+    stop_servers(warm, work)
+    print(f"| resume, clean tree, {args.files} files | median ms | ours / git status |")
+    print("|---|---|---|")
+    for name, series in (
+        ("git ckpt resume, daemon warm", served),
+        ("git ckpt resume, own process", own),
+        ("git status --porcelain", status),
+    ):
+        print(f"| {name} | {series.med:.1f} | {series.med / status.med:.2f} |")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.exit(main())
