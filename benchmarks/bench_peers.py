@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_peers.py --files 10000 --rounds 7
 
 One generated repository (`make_repo`), a sealed environment, every side in the
-same run, interleaved (the order rotates each round), medians of the rounds.
+same run, interleaved (the order rotates each round), one warm-up round, medians.
 
 Checkpoint, 10 modified + 5 added files (`Mutator`) before each sub-round. A
 sub-round runs one of our ways, git's and one of stepback's ways, all after the
@@ -11,16 +11,19 @@ same changes; our four ways take turns (each once a round), stepback's two too:
 - ours, in-process: `Checkpointer.create(light=False)` (full scan: `add -A` on
   our private index, `write-tree`, the commit, the ref);
 - ours, in-process with the watcher: the same with a `TreeWatcher` active, as in
-  a daemon child (`git add` of the changed paths only); an untimed checkpoint
-  right before re-stamps the private index the other ways wrote;
+  a daemon child (the changed paths only); an untimed checkpoint right before
+  re-stamps the private index the other ways wrote (the daemon is its only
+  writer); the warm server of today does not watch;
 - ours, CLI: `git-ckpt -C repo create` as a subprocess, handed to the warm
-  server (the default), and in its own process (`GIT_CKPT_SERVER=off`);
+  server (the default), and in its own process (`GIT_CKPT_SERVER=off`); the
+  CLI of `.venv` (editable) unless BENCH_CLI_VENV names another venv;
 - git: `add -A` on a persistent private index + `write-tree` + `commit-tree` +
   `update-ref` (`bench_lib.GitCheckpoint`, 4 subprocesses);
 - stepback 0.2.0, in-process: `Engine.checkpoint()` in a long-lived driver run
   by stepback's own venv (what its watcher calls on each settled edit burst:
-  `add -A` into a fresh temporary index, `write-tree`, `commit-tree`,
-  `update-ref`, a `diff --name-status`, its state file written with fsync);
+  `add -A` into a fresh temporary index, so git reads and hashes every file,
+  `write-tree`, `commit-tree`, `update-ref`, a `diff --name-status`, its state
+  file written with fsync);
 - stepback, CLI: `stepback run -- true`, its only command that checkpoints (a
   session-start checkpoint, a watchdog watcher started and stopped, a
   session-end snapshot that finds nothing new).
@@ -34,10 +37,11 @@ that it did (contents back, new files gone):
   checkpoint's, so ours takes a light + full safety checkpoint first;
 - git: `add -A` + `read-tree -m -u T` on its private index (without the `add`,
   read-tree sees no change: the index already holds T); no safety copy;
-- stepback: `Engine.rewind(cp)` in the driver (a pre-rewind commit + redo ref,
-  a journal, then a snapshot, `ls-tree` x2, `diff`, `read-tree`,
-  `checkout-index` into a staging dir, renames, a verifying snapshot), and the
-  CLI `stepback rewind ID -y` (a preview snapshot and diff first).
+- stepback: `Engine.rewind(cp)` in the driver (a snapshot committed with a
+  redo ref, a journal, another snapshot, `ls-tree` x2, `diff`, `read-tree`,
+  `checkout-index` into a staging dir, renames, a verifying snapshot: three
+  full snapshots as above), and the CLI `stepback rewind ID -y` (a preview
+  snapshot and `diff --stat` first).
 
 stepback is installed by this script into a temporary venv (`pip install
 stepback==0.2.0`); it is never a dependency of the project. `--stepback-venv
@@ -71,6 +75,7 @@ from bench_lib import (
     cli_env,
     cli_path,
     cpu_model,
+    file_path,
     git,
     make_repo,
     median,
@@ -133,11 +138,7 @@ def install_stepback(venv: Path, env: dict[str, str]) -> Path:
     if not (venv / "bin" / "stepback").exists():
         log(f"installing {STEPBACK} into {venv}")
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", STEPBACK],
-            check=True,
-            env=env,
-        )
+        subprocess.run([f"{venv}/bin/pip", "install", "-q", STEPBACK], check=True, env=env)
     return venv
 
 
@@ -196,15 +197,6 @@ class Side:
 
 
 @dataclass
-class Targets:
-    """The checkpoint of tree T on each side, for the restores of this round."""
-
-    ours: str = ""
-    git_tree: str = ""
-    stepback: int = 0
-
-
-@dataclass
 class Away:
     """Takes the tree 10 files away from T: 8 tracked files modified, 2 files added."""
 
@@ -217,10 +209,7 @@ class Away:
 
     def step(self) -> None:
         self.count += 1
-        paths = [
-            self.repo / f"d{i % 100:02d}/s{(i // 100) % 10}/f{i:06d}.txt"
-            for i in self.rng.sample(range(self.n_files), 8)
-        ]
+        paths = [self.repo / file_path(i) for i in self.rng.sample(range(self.n_files), 8)]
         self.saved = {p: p.read_bytes() for p in paths}
         for p in paths:
             with open(p, "a", encoding="utf-8") as fh:
@@ -257,7 +246,8 @@ class Peers:
         self.sb = str(sb_venv / "bin" / "stepback")
         self.exe, self.warm_env = cli_path(), cli_env(work)
         self.own_env = cli_env(work, server=False)
-        self.targets = Targets()
+        # this round's checkpoint of tree T on each side, for the restores
+        self.target, self.target_tree, self.target_sb = "", "", 0
         self.full_scans = self.count = 0
 
     def close(self) -> None:
@@ -290,34 +280,34 @@ class Peers:
     def scans(self) -> int:
         return sum("full scan" in line for line in self.wmod.read_log(self.agent_dir, 10**6))
 
-    def cli(self, env: dict[str, str], *args: str) -> tuple[float, float]:
-        return measure(lambda: run_cli([self.exe, "-C", str(self.repo), *args], env))
+    def warm(self, *args: str) -> tuple[float, float]:
+        return measure(lambda: run_cli([self.exe, "-C", str(self.repo), *args], self.warm_env))
+
+    def own(self, *args: str) -> tuple[float, float]:
+        return measure(lambda: run_cli([self.exe, "-C", str(self.repo), *args], self.own_env))
 
     def git_restore(self) -> None:
         git(self.repo, "add", "-A", env=self.gck.env)
-        git(self.repo, "read-tree", "-m", "-u", self.targets.git_tree, env=self.gck.env)
+        git(self.repo, "read-tree", "-m", "-u", self.target_tree, env=self.gck.env)
 
     def sb_cli(self, *args: str) -> tuple[float, float]:
         argv = [self.sb, *args]
         return measure(lambda: subprocess.run(argv, cwd=self.repo, capture_output=True, check=True))
 
-    def sb_call(self, line: str) -> tuple[float, float]:
-        out = self.driver.call(line)
+    def sb_call(self, *words: object) -> tuple[float, float]:
+        out = self.driver.call(" ".join(map(str, words)))
         return float(out["wall"]), float(out["cpu"])
 
     def checkpoint_sides(self) -> tuple[list[Side], Side, list[Side]]:
-        create = ("create", "-t", TASK, "-m", "peers")
+        mk = ("create", "-t", TASK, "-m", "peers")
         ours = [
             Side("ours, in-process `Checkpointer.create`", lambda: measure(self.create)),
             Side("ours, in-process + watcher", lambda: self.watched(self.create), self.restamp),
             Side(
-                "ours, CLI `git-ckpt create`, warm server", lambda: self.cli(self.warm_env, *create)
+                "ours, CLI `git-ckpt create`, warm server", lambda: self.warm(*mk), cpu_seen=False
             ),
-            Side(
-                "ours, CLI `git-ckpt create`, own process", lambda: self.cli(self.own_env, *create)
-            ),
+            Side("ours, CLI `git-ckpt create`, own process", lambda: self.own(*mk)),
         ]
-        ours[2].cpu_seen = False
         sb = [
             Side("stepback, in-process `Engine.checkpoint()`", lambda: self.sb_call("checkpoint")),
             Side("stepback, CLI `stepback run -- true`", lambda: self.sb_cli("run", "--", "true")),
@@ -325,30 +315,31 @@ class Peers:
         return ours, Side("git plumbing", lambda: measure(self.gck.run)), sb
 
     def restore_sides(self) -> list[Side]:
-        t, restore = self.targets, lambda: self.ck.restore(self.targets.ours)
-        sides = [
+        def restore() -> object:
+            return self.ck.restore(self.target)
+
+        return [
             Side("ours, in-process `Checkpointer.restore`", lambda: measure(restore)),
             Side("ours, in-process + watcher", lambda: self.watched(restore), self.restamp),
             Side(
                 "ours, CLI `git-ckpt restore`, warm server",
-                lambda: self.cli(self.warm_env, "restore", t.ours),
+                lambda: self.warm("restore", self.target),
+                cpu_seen=False,
             ),
             Side(
                 "ours, CLI `git-ckpt restore`, own process",
-                lambda: self.cli(self.own_env, "restore", t.ours),
+                lambda: self.own("restore", self.target),
             ),
             Side("git `add -A` + `read-tree -m -u`", lambda: measure(self.git_restore)),
             Side(
                 "stepback, in-process `Engine.rewind()`",
-                lambda: self.sb_call(f"rewind {t.stepback}"),
+                lambda: self.sb_call("rewind", self.target_sb),
             ),
             Side(
                 "stepback, CLI `stepback rewind ID -y`",
-                lambda: self.sb_cli("rewind", str(t.stepback), "-y"),
+                lambda: self.sb_cli("rewind", str(self.target_sb), "-y"),
             ),
         ]
-        sides[2].cpu_seen = False
-        return sides
 
 
 def rotate(sides: list[Side], k: int) -> list[Side]:
@@ -384,10 +375,10 @@ def bench_restores(p: Peers, rounds: int) -> list[Side]:
     gside = sides[4]
     for i in range(-1, rounds):
         p.mut.step()
-        p.targets.ours = p.create()
+        p.target = p.create()
         p.gck.run()
-        p.targets.git_tree = git(p.repo, "rev-parse", f"{p.gck.tip}^{{tree}}")
-        p.targets.stepback = int(p.driver.call("checkpoint")["id"])
+        p.target_tree = git(p.repo, "rev-parse", f"{p.gck.tip}^{{tree}}")
+        p.target_sb = int(p.driver.call("checkpoint")["id"])
         for s in rotate(sides, i):
             if s.prepare is not None:
                 s.prepare()
