@@ -447,6 +447,7 @@ def machine_facts(work: Path, sb_venv: Path, a: argparse.Namespace) -> dict[str,
             sb_py, "-c", "import importlib.metadata as m; print(m.version('stepback'))"
         ),
         "temp dir file system": run_cmd("stat", "-f", "-c", "%T", str(work)),
+        "our CLI": cli_path() + (" (BENCH_CLI_VENV)" if os.environ.get("BENCH_CLI_VENV") else ""),
         "files in tree": a.files,
         "rounds": a.rounds,
         "command": f".venv/bin/python benchmarks/bench_peers.py --files {a.files} "
