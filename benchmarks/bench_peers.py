@@ -15,8 +15,9 @@ same changes; our four ways take turns (each once a round), stepback's two too:
   re-stamps the private index the other ways wrote (the daemon is its only
   writer); the warm server of today does not watch;
 - ours, CLI: `git-ckpt -C repo create` as a subprocess, handed to the warm
-  server (the default), and in its own process (`GIT_CKPT_SERVER=off`); the
-  CLI of `.venv` (editable) unless BENCH_CLI_VENV names another venv;
+  server (the default; the work tree's daemon, which watches it, once issue 12
+  is in), re-stamped by an untimed call first, and in its own process
+  (`GIT_CKPT_SERVER=off`); the CLI of `.venv` unless BENCH_CLI_VENV names one;
 - git: `add -A` on a persistent private index + `write-tree` + `commit-tree` +
   `update-ref` (`bench_lib.GitCheckpoint`, 4 subprocesses);
 - stepback 0.2.0, in-process: `Engine.checkpoint()` in a long-lived driver run
@@ -83,8 +84,6 @@ from bench_lib import (
     run_cli,
     run_cmd,
     seal_environment,
-    start_server,
-    stop_servers,
 )
 
 STEPBACK = "stepback==0.2.0"
@@ -248,25 +247,35 @@ class Peers:
         self.own_env = cli_env(work, server=False)
         # this round's checkpoint of tree T on each side, for the restores
         self.target, self.target_tree, self.target_sb = "", "", 0
-        self.full_scans = self.count = 0
+        self.count = 0
+        self.full_scans = {"in-process watcher": 0, "CLI, warm": 0}  # in timed calls
+        run_cli([self.exe, "-C", str(repo), "server", "start"], self.warm_env)
 
     def close(self) -> None:
         self.driver.close()
         self.live.close()
+        argv = [self.exe, "-C", str(self.repo), "server", "stop"]  # `daemon` since issue 12
+        subprocess.run(argv, env=self.warm_env, capture_output=True, check=False)
 
     def create(self) -> str:
         self.count += 1
         return self.ck.create(task=TASK, message=f"peers {self.count}", light=False).id
 
     def watched(self, fn: Callable[[], object]) -> tuple[float, float]:
-        """`fn` timed with the watcher active; the watch log says if it scanned in full."""
-        before = self.scans()
+        """`fn` timed with the watcher active."""
         self.wmod.activate(self.live)
+        try:
+            return self.counted("in-process watcher", fn)
+        finally:
+            self.wmod.activate(None)
+
+    def counted(self, key: str, fn: Callable[[], object]) -> tuple[float, float]:
+        """`fn` timed; the full scans the watch log names meanwhile are counted."""
+        before = self.scans()
         try:
             return measure(fn)
         finally:
-            self.wmod.activate(None)
-            self.full_scans += self.scans() - before
+            self.full_scans[key] += self.scans() - before
 
     def restamp(self) -> None:
         """An untimed checkpoint with the watcher: the daemon is the private index's only
@@ -281,7 +290,13 @@ class Peers:
         return sum("full scan" in line for line in self.wmod.read_log(self.agent_dir, 10**6))
 
     def warm(self, *args: str) -> tuple[float, float]:
-        return measure(lambda: run_cli([self.exe, "-C", str(self.repo), *args], self.warm_env))
+        argv = [self.exe, "-C", str(self.repo), *args]
+        return self.counted("CLI, warm", lambda: run_cli(argv, self.warm_env))
+
+    def rewarm(self) -> None:
+        """The same untimed re-stamp for a daemon that watches the work tree."""
+        argv = [self.exe, "-C", str(self.repo), "create", "-t", TASK, "-m", "re-stamp"]
+        run_cli(argv, self.warm_env)
 
     def own(self, *args: str) -> tuple[float, float]:
         return measure(lambda: run_cli([self.exe, "-C", str(self.repo), *args], self.own_env))
@@ -304,7 +319,10 @@ class Peers:
             Side("ours, in-process `Checkpointer.create`", lambda: measure(self.create)),
             Side("ours, in-process + watcher", lambda: self.watched(self.create), self.restamp),
             Side(
-                "ours, CLI `git-ckpt create`, warm server", lambda: self.warm(*mk), cpu_seen=False
+                "ours, CLI `git-ckpt create`, warm server",
+                lambda: self.warm(*mk),
+                self.rewarm,
+                False,
             ),
             Side("ours, CLI `git-ckpt create`, own process", lambda: self.own(*mk)),
         ]
@@ -324,6 +342,7 @@ class Peers:
             Side(
                 "ours, CLI `git-ckpt restore`, warm server",
                 lambda: self.warm("restore", self.target),
+                self.rewarm,
                 cpu_seen=False,
             ),
             Side(
@@ -365,7 +384,7 @@ def bench_checkpoints(p: Peers, rounds: int) -> list[Side]:
         if i < 0:
             for s in (*ours, gside, *sb):
                 s.reset()
-            p.full_scans = 0
+            p.full_scans = dict.fromkeys(p.full_scans, 0)
         log(f"  checkpoint round {i + 1}/{rounds}: git {median(gside.wall):.0f} ms")
     return [*ours, gside, *sb]
 
@@ -512,18 +531,18 @@ def main(argv: list[str]) -> int:
         repo = make_repo(work, a.files)
         peers = Peers(repo, work, sb_venv, a.files)
         try:
-            start_server(peers.warm_env)
             log(f"checkpoints: {a.rounds} rounds of 4 sub-rounds")
             ckpt = bench_checkpoints(peers, a.rounds)
-            scans = peers.full_scans
+            scans = dict(peers.full_scans)
             log(f"restores: {a.rounds} rounds")
             rest = bench_restores(peers, a.rounds)
         finally:
             peers.close()
         facts["load average (end)"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        facts["watcher full scans in timed runs (checkpoint / restore)"] = (
-            f"{scans} / {peers.full_scans - scans}"
-        )
+        for key, n in scans.items():
+            facts[f"full scans logged in timed calls, {key} (checkpoint / restore)"] = (
+                f"{n} / {peers.full_scans[key] - n}"
+            )
         md, doc = report(facts, ckpt, rest)
         name = f"peers-{a.files}"
         (results / f"{name}.md").write_text(md)
@@ -532,7 +551,6 @@ def main(argv: list[str]) -> int:
         log(f"written {results / name}.md and .json")
         return 0
     finally:
-        stop_servers(cli_env(work))
         if a.keep:
             log(f"kept {work}")
         else:
