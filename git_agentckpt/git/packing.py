@@ -52,6 +52,19 @@ def objects_dir(repo: GitRepo) -> str:
     return os.path.join(repo.common_dir, "objects")
 
 
+def roughly_loose(repo: GitRepo) -> int:
+    """The loose objects, estimated from one fan-out directory in eight (`00`-`1f`),
+    as `git gc --auto` estimates from one: 32 listings instead of 256 (~0.3 ms)."""
+    root = objects_dir(repo)
+    seen = 0
+    for i in range(32):
+        try:
+            seen += sum(1 for n in os.listdir(os.path.join(root, f"{i:02x}")) if len(n) in (38, 62))
+        except OSError:
+            continue
+    return seen * 8
+
+
 def loose_objects(repo: GitRepo) -> list[str]:
     """The ids of the loose objects (one directory listing per fan-out directory)."""
     root = objects_dir(repo)
@@ -89,6 +102,10 @@ def pack_loose(repo: GitRepo, min_objects: int = PACK_AT) -> Packed:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return Packed(0, False)  # another process is packing them
+        # the exact listing (256 directories, ~3 ms) only when the estimate comes near:
+        # at the threshold and past it, a sample of a few dozen ids seldom falls short
+        if roughly_loose(repo) < min_objects * 3 // 4:
+            return Packed(0, False)
         ids = loose_objects(repo)
         if not ids or len(ids) < min_objects:
             return Packed(0, False)
