@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
 
 from git_agentckpt.cli.main import cli
+from git_agentckpt.git.repo import GitRepo
 
 BIN_DIR = os.path.dirname(sys.executable)
 
@@ -78,3 +81,22 @@ class Gate:
             line = proc.stdout.readline()
             assert line == "ready\n", f"a child did not get ready: {line!r}"
         os.close(self._write)
+
+
+@contextmanager
+def walked() -> Iterator[list[str]]:
+    """The commits read back from a tip (`GitRepo.walk`) while inside: real git, the walk
+    only counted."""
+    seen: list[str] = []
+    real = GitRepo.walk
+
+    def counting(self: GitRepo, tip: str) -> Iterator[Any]:
+        for info in real(self, tip):
+            seen.append(info.id)
+            yield info
+
+    GitRepo.walk = counting  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        GitRepo.walk = real  # type: ignore[method-assign]

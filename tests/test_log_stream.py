@@ -5,16 +5,13 @@ resume reads only the tool's own events, from an index that grows with the log."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt
+from helpers import ckpt, walked
 
 import git_agentckpt
-from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import NewEvent, dumps
 from git_agentckpt.paths import json_safe
 from git_agentckpt.store import log_stream
@@ -35,22 +32,6 @@ def calls(repo: Path, n: int, batch: int = 1) -> None:
         )
 
 
-@contextmanager
-def walked() -> Iterator[list[str]]:
-    """Commits read back from a tip while inside (real git; only counted)."""
-    seen: list[str] = []
-    real = GitRepo.walk
-
-    def counting(self: GitRepo, tip: str) -> Iterator[Any]:
-        for info in real(self, tip):
-            seen.append(info.id)
-            yield info
-
-    GitRepo.walk = counting  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        GitRepo.walk = real  # type: ignore[method-assign]
 
 
 def test_log_json_is_every_event_as_stored_in_order(repo: Path) -> None:

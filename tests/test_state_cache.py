@@ -9,18 +9,15 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt, forge_event
+from helpers import ckpt, forge_event, walked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import git_agentckpt
-from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
@@ -55,22 +52,6 @@ def warm(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
     return v.state, [s.to_json() for s in v.skipped]
 
 
-@contextmanager
-def walked() -> Iterator[list[str]]:
-    """The event-log commits read while inside (real git; the walk is only counted)."""
-    seen: list[str] = []
-    real = GitRepo.walk
-
-    def counting(self: GitRepo, tip: str) -> Iterator[Any]:
-        for info in real(self, tip):
-            seen.append(info.id)
-            yield info
-
-    GitRepo.walk = counting  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        GitRepo.walk = real  # type: ignore[method-assign]
 
 
 def calls(repo: Path, n: int, task: str = "t") -> None:

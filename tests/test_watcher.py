@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -106,9 +107,11 @@ def full_scans(root: Path) -> int:
     return text.count("full scan:")
 
 
-@pytest.fixture
-def watched() -> Iterator[tuple[Path, Path, watcher.TreeWatcher]]:
-    with tempfile.TemporaryDirectory(prefix="watch-") as tmp:
+@contextmanager
+def watched_repo(prefix: str = "watch-") -> Iterator[tuple[Path, Path, watcher.TreeWatcher]]:
+    """A repository with a task and its watcher active in this process (as in a daemon
+    child), and a directory outside it; the watcher is stopped at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         root = Path(tmp) / "repo"
         outside = Path(tmp) / "outside"
         root.mkdir()
@@ -129,6 +132,12 @@ def watched() -> Iterator[tuple[Path, Path, watcher.TreeWatcher]]:
         finally:
             watcher.activate(None)
             live.close()
+
+
+@pytest.fixture
+def watched() -> Iterator[tuple[Path, Path, watcher.TreeWatcher]]:
+    with watched_repo() as made:
+        yield made
 
 
 def snapshot_equals_full_scan(root: Path, context: object) -> None:
@@ -152,35 +161,16 @@ def test_property_incremental_equals_full_scan(long_run: bool) -> None:
         st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=8 if long_run else 5)
     )
     def scenario(batches: list[list[Op]]) -> None:
-        with tempfile.TemporaryDirectory(prefix="watch-") as tmp:
-            root = Path(tmp) / "repo"
-            outside = Path(tmp) / "outside"
-            root.mkdir()
-            outside.mkdir()
-            git(root, "init", "-q")
-            write(root / ".gitignore", "*.log\n")
-            for path in FILES[::2]:
-                write(root / path, path + "\n")
-            git(root, "add", "-A")
-            git(root, "commit", "-q", "-m", "initial")
-            ckpt(root, "task", "start", "t", "--goal", "g")
-            live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))
-            live.start()
-            live.finish_walk()
-            watcher.activate(live)
-            try:
-                snapshot_equals_full_scan(root, "first")
-                expected = full_scans(root)
-                for i, batch in enumerate(batches):
-                    for action in batch:
-                        apply(root, outside, action)
-                    snapshot_equals_full_scan(root, (i, batches[: i + 1]))
-                    if any(a[0] == "ignore" for a in batch):
-                        expected = full_scans(root)
-                    assert full_scans(root) == expected, (i, batches[: i + 1])
-            finally:
-                watcher.activate(None)
-                live.close()
+        with watched_repo() as (root, outside, _):
+            snapshot_equals_full_scan(root, "first")
+            expected = full_scans(root)
+            for i, batch in enumerate(batches):
+                for action in batch:
+                    apply(root, outside, action)
+                snapshot_equals_full_scan(root, (i, batches[: i + 1]))
+                if any(a[0] == "ignore" for a in batch):
+                    expected = full_scans(root)
+                assert full_scans(root) == expected, (i, batches[: i + 1])
 
     scenario()
 
@@ -352,37 +342,18 @@ def test_property_verification_by_snapshot_equals_git_status(long_run: bool) -> 
     )
     @given(st.lists(ops, min_size=1, max_size=6))
     def scenario(actions: list[Op]) -> None:
-        with tempfile.TemporaryDirectory(prefix="verify-") as tmp:
-            root = Path(tmp) / "repo"
-            outside = Path(tmp) / "outside"
-            root.mkdir()
-            outside.mkdir()
-            git(root, "init", "-q")
-            write(root / ".gitignore", "*.log\n")
-            for path in FILES[::2]:
-                write(root / path, path + "\n")
-            git(root, "add", "-A")
-            git(root, "commit", "-q", "-m", "initial")
-            ckpt(root, "task", "start", "t", "--goal", "g")
+        with watched_repo("verify-") as (root, outside, _):
             expected = checkpoint_tree(root)
-            live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))
-            live.start()
-            live.finish_walk()
-            watcher.activate(live)
-            try:
-                repo = GitRepo.discover(str(root))
-                worktree.compare_worktree(repo, expected, [])  # the first: a full scan
-                for action in actions:
-                    apply(root, outside, action)
-                by_tree, _ = worktree.compare_worktree(repo, expected, [])
-                watcher.activate(None)
-                by_status, _ = worktree.compare_worktree(repo, expected, [])
-                assert [(c.status, c.path) for c in by_tree] == [
-                    (c.status, c.path) for c in by_status
-                ], actions
-            finally:
-                watcher.activate(None)
-                live.close()
+            repo = GitRepo.discover(str(root))
+            worktree.compare_worktree(repo, expected, [])  # the first: a full scan
+            for action in actions:
+                apply(root, outside, action)
+            by_tree, _ = worktree.compare_worktree(repo, expected, [])
+            watcher.activate(None)
+            by_status, _ = worktree.compare_worktree(repo, expected, [])
+            assert [(c.status, c.path) for c in by_tree] == [
+                (c.status, c.path) for c in by_status
+            ], actions
 
     scenario()
 
