@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from git_agentckpt.model import JSON, Event, NewEvent
+from git_agentckpt.store.chain_cache import cached_chain
 from git_agentckpt.store.checkpoints import (
     RESUME_TRIGGER,
     SAFETY_TRIGGER,
@@ -138,7 +139,7 @@ def _done_in(store: CheckpointStore) -> Callable[[str], set[str]]:
 
 
 def locate(store: CheckpointStore, log: EventLog, task: TaskName, *, roll_forward: bool) -> Located:
-    chain = list(store.chain(task))
+    chain = cached_chain(store, task)  # the walk is kept per tip (store/chain_cache.py)
     committed = {c.commit: c for c in chain}
     events: list[Event] = key_events(log, task)  # the tool's own events, indexed
 

@@ -1,0 +1,100 @@
+"""A task's checkpoint chain, kept per worktree in `.git/agent/state/<task>.chain`.
+
+Locating the start of a resume needs every checkpoint of the task (which ones are
+committed, their triggers and steps); walking and parsing 500 checkpoint commits
+costs ~20 ms. Checkpoint commits never change, so the parsed chain is kept for one
+tip of the task's checkpoint ref. Like the state cache (`state_cache.py`) it is
+never trusted over the refs: every read compares its tip with the ref; when the
+ref only moved forward, the walk stops at the cached tip and the new checkpoints
+go in front; a ref moved back or rewritten, or a damaged, edited or foreign file,
+walks the whole chain again. A walk that met a damaged checkpoint (one the store
+reports and skips) is not kept, so the warning is given on every read.
+"""
+
+from __future__ import annotations
+
+import json
+
+from git_agentckpt.model import JSON
+from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
+from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
+
+_FIELDS = (
+    "id",
+    "commit",
+    "task",
+    "number",
+    "kind",
+    "trigger",
+    "step",
+    "baseline",
+    "head",
+    "subject",
+    "time",
+    "tree",
+    "parent",
+)
+
+
+def _path(store: CheckpointStore, task: TaskName) -> str:
+    return StateCache(store.repo.git_dir).path(task.name)[: -len(".json")] + ".chain"
+
+
+def _from_json(doc: object, task: str) -> Checkpoint | None:
+    if not isinstance(doc, dict) or doc.get("task") != task:
+        return None
+    try:
+        values = {k: doc[k] for k in _FIELDS}
+    except KeyError:
+        return None
+    text = ("id", "commit", "task", "kind", "trigger", "subject", "tree")
+    optional = ("step", "baseline", "head", "parent")
+    if not all(isinstance(values[k], str) for k in text):
+        return None
+    if not all(values[k] is None or isinstance(values[k], str) for k in optional):
+        return None
+    if not all(isinstance(values[k], int) for k in ("number", "time")):
+        return None
+    return Checkpoint(**values)
+
+
+def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint]] | None:
+    raw = read_sealed(path)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("tip"), str):
+        return None
+    rows = doc.get("chain")
+    if not isinstance(rows, list):
+        return None
+    chain = [_from_json(row, task.name) for row in rows]
+    if any(c is None for c in chain):
+        return None
+    return str(doc["tip"]), [c for c in chain if c is not None]
+
+
+def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
+    """`list(store.chain(task))`, newest first, without walking what was walked before."""
+    tip = store.repo.read_ref(task.checkpoints_ref)
+    if not tip:
+        return list(store.chain(task))
+    path = _path(store, task)
+    cached = _load(path, task)
+    if cached is not None and cached[0] == tip:
+        return cached[1]
+    warned = len(store.warnings)
+    fresh: list[Checkpoint] = []
+    for ckpt in store.chain(task):
+        if cached is not None and ckpt.commit == cached[0]:
+            fresh += cached[1]
+            break
+        fresh.append(ckpt)
+    if len(store.warnings) == warned and fresh and fresh[0].commit == tip:
+        rows: list[JSON] = [c.to_json() for c in fresh]
+        write_sealed(path, json.dumps({"tip": tip, "chain": rows}, ensure_ascii=True))
+    return fresh
