@@ -97,8 +97,8 @@ def read_index(log: EventLog, task: TaskName) -> Index | None:
     if head is None:
         return None
     path = _path(log, task)
-    cached = _memo.get(path)
-    if cached is None or cached.tip != head:
+    cached = _memo.get(path)  # extended in place when the log grew since (resume appends)
+    if cached is None:
         cached = _load(path, task)
     if cached is None or cached.tip != head:
         cached = _extend(log, head, cached)
