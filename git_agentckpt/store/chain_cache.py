@@ -41,21 +41,24 @@ def _path(store: CheckpointStore, task: TaskName) -> str:
     return StateCache(store.repo.git_dir).path(task.name)[: -len(".json")] + ".chain"
 
 
-def _from_json(doc: object, task: str) -> Checkpoint | None:
-    if not isinstance(doc, dict) or doc.get("task") != task:
+_TEXT = frozenset(("id", "commit", "task", "kind", "trigger", "subject", "tree"))
+_OPTIONAL = frozenset(("step", "baseline", "head", "parent"))
+
+
+def _from_row(row: object, task: str) -> Checkpoint | None:
+    """A checkpoint from its row (the values of `_FIELDS`, in order), checked."""
+    if not isinstance(row, list) or len(row) != len(_FIELDS):
         return None
-    try:
-        values = {k: doc[k] for k in _FIELDS}
-    except KeyError:
+    values = dict(zip(_FIELDS, row, strict=True))
+    if values["task"] != task:
         return None
-    text = ("id", "commit", "task", "kind", "trigger", "subject", "tree")
-    optional = ("step", "baseline", "head", "parent")
-    if not all(isinstance(values[k], str) for k in text):
-        return None
-    if not all(values[k] is None or isinstance(values[k], str) for k in optional):
-        return None
-    if not all(isinstance(values[k], int) for k in ("number", "time")):
-        return None
+    for name, value in values.items():
+        if name in _TEXT and not isinstance(value, str):
+            return None
+        if name in _OPTIONAL and value is not None and not isinstance(value, str):
+            return None
+        if name in ("number", "time") and (not isinstance(value, int) or isinstance(value, bool)):
+            return None
     return Checkpoint(**values)
 
 
@@ -69,10 +72,10 @@ def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint]] | None:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("tip"), str):
         return None
-    rows = doc.get("chain")
-    if not isinstance(rows, list):
+    rows = doc.get("rows")
+    if doc.get("fields") != list(_FIELDS) or not isinstance(rows, list):
         return None
-    chain = [_from_json(row, task.name) for row in rows]
+    chain = [_from_row(row, task.name) for row in rows]
     if any(c is None for c in chain):
         return None
     return str(doc["tip"]), [c for c in chain if c is not None]
@@ -95,6 +98,7 @@ def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
             break
         fresh.append(ckpt)
     if len(store.warnings) == warned and fresh and fresh[0].commit == tip:
-        rows: list[JSON] = [c.to_json() for c in fresh]
-        write_sealed(path, json.dumps({"tip": tip, "chain": rows}, ensure_ascii=True))
+        rows: list[JSON] = [[j[k] for k in _FIELDS] for j in (c.to_json() for c in fresh)]
+        doc = {"tip": tip, "fields": list(_FIELDS), "rows": rows}
+        write_sealed(path, json.dumps(doc, ensure_ascii=True, separators=(",", ":")))
     return fresh
