@@ -463,3 +463,43 @@ def test_the_launcher_imports_stay_light() -> None:
     )
     seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert seen.stdout.strip() == "[]", seen.stderr
+
+
+def test_an_exit_status_that_arrives_before_the_pid_is_the_calls(tmp_path: Path) -> None:
+    """A quick call on a loaded machine can end, and report its exit status ("X"), before
+    the daemon sends its pid ("P"): the caller takes that status (it exited 70 before)."""
+    import array
+    import threading
+
+    git_dir = tmp_path / ".git"
+    sock_path = Path(daemon_find.socket_path(str(git_dir)))
+    sock_path.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock_path))
+    listener.listen(1)
+
+    def scripted_daemon() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            size = int.from_bytes(conn.recv(4), "big")
+            got = 0
+            while got < size:
+                got += len(conn.recv(size - got))
+            conn.sendall(b"A")
+            fds = array.array("i")
+            _, anc, _, _ = conn.recvmsg(1, socket.CMSG_LEN(3 * fds.itemsize))
+            for _, _, data in anc:
+                fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+            for fd in fds:
+                os.close(fd)
+            conn.sendall(b"X" + (3).to_bytes(4, "big", signed=True))
+            conn.sendall(b"P" + (os.getpid()).to_bytes(4, "big", signed=True))
+
+    server = threading.Thread(target=scripted_daemon)
+    server.start()
+    try:
+        status, why = launch.run_remote(str(git_dir), launch.fingerprint(), ["list"])
+    finally:
+        server.join(timeout=30)
+        listener.close()
+    assert (status, why) == (3, "")

@@ -349,6 +349,10 @@ def run_remote(git_dir: str, fp: str, argv: Sequence[str]) -> tuple[int | None, 
             return None, why
         _go(sock)  # committed: from here on the daemon runs the call
         reply = replies.next(None)
+        if reply is not None and reply[0] == "X":
+            # the call ran and reported its exit before the daemon got to send its
+            # pid (a quick call on a loaded machine): the stream holds X, then P
+            return int.from_bytes(reply[1], "big", signed=True), ""
         if reply is None or reply[0] != "P":
             _report(b"the git-ckpt daemon did not start the call")
             return INTERNAL, ""
