@@ -100,3 +100,21 @@ def walked() -> Iterator[list[str]]:
         yield seen
     finally:
         GitRepo.walk = real  # type: ignore[method-assign]
+
+
+def remote_and_clones(tmp_path: Path, clone_b: bool = True) -> tuple[Path, Path, Path]:
+    """A bare remote, clone `a` with one commit pushed to `main`, and clone `b` of that
+    (made only with `clone_b`): the shape of every sharing test."""
+    from conftest import git
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    a, b = tmp_path / "a", tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(remote), str(a))
+    (a / "f").write_text("x\n")
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "initial")
+    git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
+    if clone_b:
+        git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(b))
+    return remote, a, b

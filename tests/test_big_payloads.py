@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from conftest import git
-from helpers import ckpt
+from helpers import ckpt, remote_and_clones
 
 import git_agentckpt
 from git_agentckpt.model import Event, NewEvent, dumps, new_ulid
@@ -90,15 +90,7 @@ def ck_event(type_: str, output: object) -> NewEvent:
 
 
 def test_fetch_carries_the_payload(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    a, b = tmp_path / "a", tmp_path / "b"
-    git(tmp_path, "clone", "-q", str(remote), str(a))
-    (a / "f").write_text("x\n")
-    git(a, "add", "-A")
-    git(a, "commit", "-qm", "initial")
-    git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
-    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(b))
+    _, a, b = remote_and_clones(tmp_path)
     start(a)
     ckpt(a, "event", "t", "--type", "tool.call", "--json", json.dumps({"output": BIG}))
     ckpt(a, "push")

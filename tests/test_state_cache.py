@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt, forge_event, walked
+from helpers import ckpt, forge_event, remote_and_clones, walked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -144,15 +144,7 @@ def test_moved_refs_invalidate_it(repo: Path) -> None:
 
 
 def test_fetched_events_invalidate_it(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    a, b = tmp_path / "a", tmp_path / "b"
-    git(tmp_path, "clone", "-q", str(remote), str(a))
-    (a / "f").write_text("x\n")
-    git(a, "add", "-A")
-    git(a, "commit", "-qm", "initial")
-    git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
-    git(tmp_path, "clone", "-q", "-b", "main", str(remote), str(b))
+    _, a, b = remote_and_clones(tmp_path)
     start(a)
     ckpt(a, "push")
     ckpt(b, "fetch")

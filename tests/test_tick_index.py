@@ -4,17 +4,15 @@ after thousands of tool calls reads only the commits added since the last read."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt
+from helpers import ckpt, walked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import git_agentckpt
-from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import NewEvent
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
@@ -101,20 +99,9 @@ def test_a_tick_after_many_calls_reads_only_the_new_commits(repo: Path) -> None:
 
     derive_signals(git_agentckpt.open(str(repo)), TaskName("t"), Signals(now=0.0), set())
     log.append(TaskName("t"), [NewEvent("tool.call")])
-    seen: list[str] = []
-    real = GitRepo.walk
-
-    def counting(self: GitRepo, tip: str) -> Iterator[Any]:
-        for info in real(self, tip):
-            seen.append(info.id)
-            yield info
-
-    GitRepo.walk = counting  # type: ignore[method-assign]
-    try:
+    with walked() as seen:
         signals = derive_signals(
             git_agentckpt.open(str(repo)), TaskName("t"), Signals(now=0.0), set()
         )
-    finally:
-        GitRepo.walk = real  # type: ignore[method-assign]
     assert signals.calls_since == 301
     assert len(seen) <= 3, len(seen)

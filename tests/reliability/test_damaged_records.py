@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import git
-from helpers import ckpt, ckpt_json, forge_event, write
+from helpers import ckpt, ckpt_json, forge_event, remote_and_clones, write
 
 import git_agentckpt
 from git_agentckpt.errors import BadStateError
@@ -368,14 +368,7 @@ def test_a_malformed_event_commit_blocks_only_its_task_when_shared(
 
 
 def test_the_guard_finds_a_prepare_more_than_10000_events_back(tmp_path: Path) -> None:
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    a, b = tmp_path / "a", tmp_path / "b"
-    git(tmp_path, "clone", "-q", str(remote), str(a))
-    (a / "f").write_text("x\n")
-    git(a, "add", "-A")
-    git(a, "commit", "-qm", "initial")
-    git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
+    remote, a, b = remote_and_clones(tmp_path, clone_b=False)
     start(a)
     ck = git_agentckpt.open(str(a))
     log = ck.log
