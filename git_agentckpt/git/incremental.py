@@ -25,13 +25,12 @@ checkout, and more than `MAX_PATHSPECS` paths. Each fallback is logged to
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.git import watcher
+from git_agentckpt.git import unchanged, watcher
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 from git_agentckpt.globs import match_excluded
@@ -79,18 +78,7 @@ def link_shared_index(agent_dir: str) -> None:
             os.unlink(os.path.join(agent_dir, name))
 
 
-def rules_digest(agent_dir: str, seeded: bool) -> str:
-    """What else decides a snapshot: the excludes file (global rules, secret paths,
-    large files). A re-seeded private index never matches."""
-    try:
-        with open(os.path.join(agent_dir, "exclude"), "rb") as fh:
-            digest = hashlib.sha1(fh.read()).hexdigest()
-    except OSError:
-        digest = "none"
-    return "reseeded" if seeded else digest
-
-
-def plan(repo: GitRepo, agent_dir: str, rules: str, sparse: bool) -> Plan:
+def plan(repo: GitRepo, agent_dir: str, seeded: bool, sparse: bool) -> Plan:
     live = watcher.active_for(repo.workdir)
     if live is None:
         return Plan(None, None, None)
@@ -98,7 +86,7 @@ def plan(repo: GitRepo, agent_dir: str, rules: str, sparse: bool) -> Plan:
     if view is None:
         return Plan(None, None, None, "the watcher is not ready")
     stamp = watcher.read_stamp(agent_dir)
-    reason = _full_scan_reason(agent_dir, view, stamp, rules, sparse)
+    reason = _full_scan_reason(agent_dir, view, stamp, seeded, sparse)
     if reason or stamp is None:
         return Plan(None, view, None, reason)
     changed = view.changes_since(stamp.seq)
@@ -116,18 +104,18 @@ def _full_scan_reason(
     agent_dir: str,
     view: watcher.WatchView,
     stamp: watcher.Stamp | None,
-    rules: str,
+    seeded: bool,
     sparse: bool,
 ) -> str:
     if stamp is None or stamp.watcher_id != view.watcher_id:
         return "first snapshot since the daemon started"
     if sparse:
         return "a sparse checkout"
-    if stamp.index != watcher.index_stat(os.path.join(agent_dir, "index")):
+    if stamp.index != unchanged.index_file_stamp(agent_dir):
         return "the private index was written outside the daemon"
-    if rules == "reseeded":
+    if seeded:
         return "the user's index changed (re-seeded)"
-    if stamp.rules != rules:
+    if stamp.rules != unchanged.excludes_digest(agent_dir):
         return "ignore rules or settings changed"
     return ""
 
@@ -335,12 +323,13 @@ def _not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> 
     return [p for p in paths if p not in ignored]
 
 
-def finish(agent_dir: str, chosen: Plan, tree: str, rules: str) -> None:
+def finish(agent_dir: str, chosen: Plan, tree: str) -> None:
     """Stamp the snapshot just written (under the private index's flock)."""
     if chosen.view is None:
         return
     link_shared_index(agent_dir)
-    index = watcher.index_stat(os.path.join(agent_dir, "index"))
+    index = unchanged.index_file_stamp(agent_dir) or ""
+    rules = unchanged.excludes_digest(agent_dir)
     watcher.write_stamp(
         agent_dir, watcher.Stamp(chosen.view.watcher_id, chosen.view.seq, tree, index, rules)
     )
@@ -350,6 +339,6 @@ def unchanged_tree(agent_dir: str, chosen: Plan) -> str | None:
     """The stamp's tree when the snapshot changed nothing in the private index."""
     if chosen.stamp is None or chosen.paths is None:
         return None
-    if watcher.index_stat(os.path.join(agent_dir, "index")) != chosen.stamp.index:
+    if unchanged.index_file_stamp(agent_dir) != chosen.stamp.index:
         return None
     return chosen.stamp.tree

@@ -38,7 +38,7 @@ from git_agentckpt.git.run import run_git
 _LAST = "last-snapshot.json"
 
 
-def _index_file_stamp(base: str) -> str | None:
+def index_file_stamp(base: str) -> str | None:
     """The private index file as it is on disk (git replaces or rewrites it on a write)."""
     try:
         st = os.stat(os.path.join(base, "index"))
@@ -47,7 +47,7 @@ def _index_file_stamp(base: str) -> str | None:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _excludes_digest(base: str) -> str:
+def excludes_digest(base: str) -> str:
     try:
         with open(os.path.join(base, "exclude"), "rb") as fh:
             return hashlib.sha1(fh.read(), usedforsecurity=False).hexdigest()
@@ -57,10 +57,10 @@ def _excludes_digest(base: str) -> str:
 
 def remember(base: str, tree: str) -> None:
     """Under the flock, right after `write-tree`: the tree and what it was written from."""
-    stamp = _index_file_stamp(base)
+    stamp = index_file_stamp(base)
     if stamp is None:
         return
-    doc = {"v": 1, "tree": tree, "index": stamp, "exclude": _excludes_digest(base)}
+    doc = {"v": 1, "tree": tree, "index": stamp, "exclude": excludes_digest(base)}
     write_if_changed(os.path.join(base, _LAST), json.dumps(doc, sort_keys=True).encode())
 
 
@@ -84,7 +84,7 @@ def last_tree_if_unchanged(
     if last is None:
         return None
     tree, index_stamp, excludes = last
-    if (_index_file_stamp(base), _excludes_digest(base)) != (index_stamp, excludes):
+    if (index_file_stamp(base), excludes_digest(base)) != (index_stamp, excludes):
         return None
     seed = private_index.load_seed(base)
     if seed is None or seed.skip or seed.sparse or private_index.is_sparse(repo):

@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,8 +341,9 @@ class TreeWatcher:
 @dataclass(frozen=True)
 class Stamp:
     """`.git/agent/watch.json`: which watcher's changes the last snapshot took in
-    (up to `seq`), the tree it wrote, and the private index it left (inode, size,
-    mtime: a write by anything else makes the stamp stale)."""
+    (up to `seq`), the tree it wrote, the private index it left (`unchanged.
+    index_file_stamp`: a write by anything else makes the stamp stale) and the
+    excludes it was written with."""
 
     watcher_id: str
     seq: int
@@ -354,14 +354,6 @@ class Stamp:
 
 def stamp_path(agent_dir: str) -> str:
     return os.path.join(agent_dir, "watch.json")
-
-
-def index_stat(index_path: str) -> str:
-    try:
-        st = os.stat(index_path)
-    except OSError:
-        return ""
-    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def read_stamp(agent_dir: str) -> Stamp | None:
@@ -397,11 +389,6 @@ def write_stamp(agent_dir: str, stamp: Stamp) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     os.replace(tmp, stamp_path(agent_dir))
-
-
-def drop_stamp(agent_dir: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(stamp_path(agent_dir))
 
 
 def log_line(agent_dir: str, line: str) -> None:
@@ -485,7 +472,3 @@ def start(workdir: str, agent_dir: str) -> TreeWatcher | None:
     watcher = TreeWatcher(workdir, agent_dir)
     watcher.start()
     return watcher
-
-
-def is_under(path: str, dirs: Iterable[str]) -> bool:
-    return any(path == d or path.startswith(d + "/") for d in dirs)

@@ -176,8 +176,7 @@ def _add_and_write(
     env, config, seeded = _prepare(repo, secret_paths, reseed=False)
     sparse = private_index.is_sparse(repo)
     base = agent_dir(repo)
-    rules = incremental.rules_digest(base, seeded)
-    chosen = incremental.plan(repo, base, rules, sparse)
+    chosen = incremental.plan(repo, base, seeded, sparse)
     if chosen.view is not None:
         config = incremental.split_index(config)
     update = _update_changed(repo, base, env, config, chosen, secret_paths)
@@ -205,7 +204,7 @@ def _add_and_write(
     tree = incremental.unchanged_tree(base, chosen)
     if tree is None:
         tree = run_git([*config, "write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
-    incremental.finish(base, chosen, tree, incremental.rules_digest(base, False))
+    incremental.finish(base, chosen, tree)
     unchanged.remember(base, tree)
     changed: frozenset[str] = frozenset()
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
