@@ -157,12 +157,9 @@ def _accepted_form(repo: GitRepo, tree: str, path: str) -> str | None:
 
 @dataclass
 class Update:
-    """What `update_paths` gave git: the paths to take from disk (added or updated)
-    and those to drop; `added`/`removed` for the steps after `add` (secrets, large
-    files, skipped entries), as `git add --verbose` would name them or more."""
+    """What `update_paths` gave git, for the steps after `add` (secrets, large files,
+    skipped entries), as `git add --verbose` would name them or more."""
 
-    take: list[str]
-    drop: list[str]
     added: list[str]
     removed: list[str]
 
@@ -199,11 +196,11 @@ def update_paths(
     drop = [p for p in drop if p not in set(forced)]
     todo = sorted(kept) + sorted(drop)
     if not todo:
-        return Update([], [], [], [])
+        return Update([], [])
     if not _run_update(repo, agent_dir, env, config, ["--add", "--remove", "--replace"], todo):
         return None
     # `--verbose` says "add" for removals too: the lists are ours
-    return Update(take, drop, sorted(kept), sorted(drop))
+    return Update(sorted(kept), sorted(drop))
 
 
 def _run_update(

@@ -38,7 +38,7 @@ _FIELDS = (
 
 
 def _path(store: CheckpointStore, task: TaskName) -> str:
-    return StateCache(store.repo.git_dir).path(task.name)[: -len(".json")] + ".chain"
+    return StateCache(store.repo.git_dir).path(task.name, ".chain")
 
 
 _TEXT = frozenset(("id", "commit", "task", "kind", "trigger", "subject", "tree"))

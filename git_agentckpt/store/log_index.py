@@ -27,7 +27,7 @@ def is_key_event(ev: Event) -> bool:
 
 
 def _path(log: EventLog, task: TaskName) -> str:
-    return StateCache(log.repo.git_dir).path(task.name)[: -len(".json")] + ".idx"
+    return StateCache(log.repo.git_dir).path(task.name, ".idx")
 
 
 CALL_TYPES = ("tool.call", "model.call")  # what `tick` counts (tick.py)

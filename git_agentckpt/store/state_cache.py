@@ -94,11 +94,13 @@ class StateCache:
         self.git_dir = git_dir
         self.dir = os.path.join(git_dir, "agent", "state")
 
-    def path(self, task: str) -> str:
+    def path(self, task: str, kind: str = ".json") -> str:
+        """The file of `task`'s cached state, or (`kind` ".idx", ".chain") of another
+        cache of the task kept beside it."""
         import hashlib  # not at start-up (a command that reads no state needs none)
 
         digest = hashlib.sha256(task.encode("utf-8", "surrogateescape")).hexdigest()
-        return os.path.join(self.dir, digest[:32] + ".json")
+        return os.path.join(self.dir, digest[:32] + kind)
 
     def load(self, task: str) -> CachedState | None:
         """The cached state of `task`, or None when there is none that reads back whole
