@@ -220,7 +220,7 @@ class Checkpointer(Workspace):
         done and next step) and must return True; False refuses (exit status 1), and
         nothing is recorded.
         """
-        from git_agentckpt.recovery.flow import confirm
+        from git_agentckpt.recovery.confirming import confirm
 
         if by_human:
             from git_agentckpt.recovery.person import approval_subject, require_person

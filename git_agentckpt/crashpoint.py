@@ -38,7 +38,7 @@ POINTS = (
     "resume.verified",  # the workspace verified (restored if asked), no recovery.* event yet
     "resume.checkpoint",  # the resume checkpoint committed, no report yet
     "resume.report",  # the recovery report stored, its recovery.* event not yet logged
-    # confirm (recovery/flow.py)
+    # confirm (recovery/confirming.py)
     "confirm.checked",  # the restatement checked, nothing written yet
     "confirm.logged",  # verdict and state.update logged, the report not yet updated
     # sharing (store/share.py; `push` runs a fetch first and reaches these too)

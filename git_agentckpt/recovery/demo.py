@@ -61,7 +61,8 @@ def _git(root: str, *args: str) -> None:
 def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
     import git_agentckpt
     from git_agentckpt.config_edit import set_key
-    from git_agentckpt.recovery.flow import ResumeOptions, confirm, resume
+    from git_agentckpt.recovery.confirming import confirm
+    from git_agentckpt.recovery.flow import ResumeOptions, resume
     from git_agentckpt.recovery.restatement import CONSTRAINT, DONE, GOAL, NEXT
 
     root = os.path.abspath(directory) if directory else tempfile.mkdtemp(prefix="ckpt-demo-")

@@ -1,4 +1,4 @@
-"""`git ckpt resume` and `git ckpt confirm`: the five steps, in order, with a report.
+"""`git ckpt resume`: the five steps, in order, with a report (`confirm`: confirming.py).
 
 1. locate the starting checkpoint;  2. verify the workspace (restore, accept or
 stop);  3. check the assertions (accept, controlled rollback, or stop) and run
@@ -15,7 +15,6 @@ is reported is what happened. Every resume stores a report in
 from __future__ import annotations
 
 import copy
-import getpass
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,16 +29,14 @@ from git_agentckpt.git.worktree import snapshot_tree
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
 from git_agentckpt.progress import Progress
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
-from git_agentckpt.recovery.brief import Brief, Facts, build_brief, next_step
-from git_agentckpt.recovery.confirm import Verdict, check_restatement
+from git_agentckpt.recovery.brief import Brief, Facts, build_brief
 from git_agentckpt.recovery.context import (
     budget,
-    constraints_for_state,
     contract_context,
     work_events,
 )
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
-from git_agentckpt.recovery.report import read_report, report_files, save_report
+from git_agentckpt.recovery.report import report_files, save_report
 from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree, verify_step
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint
@@ -421,103 +418,4 @@ def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:
     return ResumeOutcome(status, outcome, message, s.report)
 
 
-# -- confirm ------------------------------------------------------------------------------
-
-
-def confirm(
-    ws: Workspace, task_name: str, restatement: str | None, by_human: bool
-) -> tuple[Exit, Verdict, dict[str, JSON]]:
-    task = TaskName(task_name)
-    state = ws.require_own(task)
-    if state.get("status") != "recovering":
-        completed = _complete_confirmation(ws, task)
-        if completed is not None:  # a confirm killed after its verdict was logged
-            return completed
-        raise UsageError(
-            f"task {task} is not recovering (status {state.get('status')})",
-            hint=f"run `git ckpt resume {task}` first",
-        )
-    recovery = state.get("recovery")
-    report_id = recovery.get("report") if isinstance(recovery, dict) else None
-    contract = load_contract(ws)
-    constraints = constraints_for_state(ws.repo, contract, state)
-    steps = [s for s in state.get("steps") or [] if isinstance(s, dict)]
-    expected = next_step(state)
-    if by_human:
-        verdict = Verdict(passed=True, expected_next_step=expected)
-    elif restatement is None:
-        raise UsageError("confirm needs --restatement FILE|- (or --by-human)")
-    else:
-        verdict = check_restatement(
-            restatement,
-            goal=str(state.get("goal", "")),
-            constraints=constraints,
-            expected_next=expected,
-            done_steps=[str(s["id"]) for s in steps if s.get("status") == "done"],
-            step_titles={str(s["id"]): str(s.get("title", "")) for s in steps},
-            contract=contract,
-        )
-    who = {"agent": f"human:{getpass.getuser()}"} if by_human else {}
-    result = {**verdict.to_json(), "by": "human" if by_human else "checker"}
-    events = [NewEvent("recovery.restatement", who, input=restatement, data={"report": report_id})]
-    if verdict.passed:
-        events.append(NewEvent("recovery.confirmed", who, data={**result, "report": report_id}))
-        events.append(NewEvent("state.update", who, data={"patch": {"status": "active"}}))
-    else:
-        events.append(NewEvent("recovery.rejected", who, data={**result, "report": report_id}))
-    crash_point("confirm.checked")
-    ws.log.append(task, events)
-    crash_point("confirm.logged")
-    if isinstance(report_id, str):
-        _save_confirmation(ws, task, report_id, result, restatement)
-    return (Exit.OK if verdict.passed else Exit.BAD_RESTATEMENT), verdict, result
-
-
-def _save_confirmation(
-    ws: Workspace, task: TaskName, report_id: str, result: dict[str, JSON], text: str | None
-) -> None:
-    try:
-        report = read_report(ws.repo, task, report_id)
-    except NotFound:
-        return
-    report.pop("files", None)
-    report.pop("path", None)
-    report["confirmation"] = result
-    files = report_files(report, None, ws.log.redactor, text or "(approved by a person)")
-    verdict = "confirmed" if result.get("passed") else "rejected"
-    save_report(ws.repo, task, report_id, files, f"report {report_id}: {verdict}\n")
-
-
-def _complete_confirmation(
-    ws: Workspace, task: TaskName
-) -> tuple[Exit, Verdict, dict[str, JSON]] | None:
-    """Roll a confirm forward: its verdict is logged (the commit point) but its report
-    was never updated (killed in between). None when there is nothing to complete."""
-    events = key_events(ws.log, task)
-    at = next((i for i in range(len(events) - 1, -1, -1) if events[i].type in _VERDICTS), None)
-    if at is None or events[at].type != "recovery.confirmed":
-        return None
-    report_id = events[at].data.get("report")
-    if not isinstance(report_id, str):
-        return None
-    try:
-        if "confirmation" in read_report(ws.repo, task, report_id):
-            return None
-    except NotFound:
-        return None
-    said = [e for e in events[:at] if e.type == "recovery.restatement"]
-    text = said[-1].input if said and isinstance(said[-1].input, str) else None
-    result = {k: v for k, v in events[at].data.items() if k != "report"}
-    _save_confirmation(ws, task, report_id, result, text)
-    verdict = Verdict(passed=True, expected_next_step=_str(result.get("expected_next_step")))
-    return Exit.OK, verdict, result
-
-
-_VERDICTS = ("recovery.confirmed", "recovery.rejected", "recovery.ready")
-
-
-def _str(value: JSON) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-__all__ = ["ResumeOptions", "ResumeOutcome", "Verification", "confirm", "resume"]
+__all__ = ["ResumeOptions", "ResumeOutcome", "Verification", "resume"]
