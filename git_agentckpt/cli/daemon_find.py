@@ -188,3 +188,20 @@ def agent_dir(git_dir: str) -> str:
 
 def socket_path(git_dir: str) -> str:
     return os.path.join(agent_dir(git_dir), SOCKET_NAME)
+
+
+def daemon_held(git_dir: str) -> bool:
+    """Whether a daemon (running or starting) holds the lock of `git_dir`."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(agent_dir(git_dir), LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -68,10 +68,10 @@ import sys
 import time
 
 from git_agentckpt.cli.daemon_find import (
-    LOCK_NAME,
     SOCKET_NAME,
     SUN_PATH_MAX,
     agent_dir,
+    daemon_held,
     discover,
     enabled,
     refusal,
@@ -433,23 +433,6 @@ def alive(pid: int) -> bool:
 
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)
-
-
-def daemon_held(git_dir: str) -> bool:
-    """Whether a daemon (running or starting) holds the lock of `git_dir`."""
-    import fcntl
-
-    try:
-        fd = os.open(os.path.join(agent_dir(git_dir), LOCK_NAME), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def spawn_daemon(fp: str, worktree: str, git_dir: str) -> int | None:
