@@ -53,7 +53,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from git_agentckpt.cli import daemon_find, daemon_peer, launch
 from git_agentckpt.cli.daemon_child import (
@@ -67,6 +66,8 @@ from git_agentckpt.cli.daemon_child import (
     run_child,
 )
 from git_agentckpt.cli.daemon_claim import claim
+from git_agentckpt.cli.daemon_conn import Conn
+from git_agentckpt.cli.daemon_conn import send as _send
 
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 FORWARDED = set(launch.FORWARDED_SIGNALS)
@@ -74,32 +75,6 @@ MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
 
 STARTUP_HOOKS: list[Callable[[Daemon], None]] = []
 current: Daemon | None = None  # in a forked child: the daemon it was forked from
-
-
-@dataclass(eq=False)
-class Conn:
-    """One client connection: reading its request, waiting for "G", or running its call."""
-
-    sock: socket.socket
-    deadline: float
-    state: str = "read"  # read -> go -> run
-    buf: bytearray = field(default_factory=bytearray)
-    fds: list[int] = field(default_factory=list)
-    req: Request | None = None
-    pid: int = 0
-
-
-def _send(conn: Conn, kind: bytes, body: bytes | int | None = None) -> bool:
-    if body is None:
-        data = kind
-    elif isinstance(body, int):
-        data = kind + body.to_bytes(4, "big", signed=True)
-    else:
-        data = kind + len(body).to_bytes(4, "big") + body
-    try:  # non-blocking: a reply is small, a client that does not read it loses it
-        return conn.sock.send(data, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT) == len(data)
-    except OSError:
-        return False
 
 
 class Daemon:
