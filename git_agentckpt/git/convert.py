@@ -403,7 +403,7 @@ def hash_worktree_files(
         if stat.S_ISREG(st.st_mode):
             regular[rel] = 0o100755 if st.st_mode & 0o111 else 0o100644
         else:  # a link or a nested repository: nothing to convert
-            out[rel] = repo.hash_worktree_file(rel)
+            out[rel] = hash_worktree_file(repo, rel)
     if not regular:
         return out
     names = list(regular)
@@ -422,3 +422,31 @@ def hash_worktree_files(
     for rel, oid in zip(names, ids, strict=True):
         out[rel] = (oid, regular[rel])
     return out
+
+
+def hash_worktree_file(repo: GitRepo, rel: str) -> tuple[str, int] | None:
+    """The blob id and mode git would give the working-tree file `rel` (None: absent).
+
+    As `git add` stores it: a clean filter and line-ending normalization apply
+    (`git/convert.py`: through `git hash-object` when an attribute or
+    `core.autocrlf` may convert the file, else hashed here as is).
+    """
+    full = os.path.join(repo.workdir, rel)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return str(pygit2.hash(os.fsencode(os.readlink(full)))), 0o120000
+    if stat.S_ISDIR(st.st_mode):  # a nested repository is a gitlink to its HEAD
+        if not os.path.exists(os.path.join(full, ".git")):
+            return None
+        try:
+            nested = pygit2.Repository(full)
+            return None if nested.head_is_unborn else (str(nested.head.target), 0o160000)
+        except pygit2.GitError:
+            return None
+    mode = 0o100755 if st.st_mode & 0o111 else 0o100644
+    if checkin_converts(repo, [rel]):
+        return hash_worktree_files(repo, [rel])[rel]
+    return str(pygit2.hashfile(full)), mode

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -24,9 +23,9 @@ from git_agentckpt.errors import (
     RepositoryError,
     shorten,
 )
-from git_agentckpt.git import convert
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
+from git_agentckpt.git.ref_create import create_ref
 from git_agentckpt.git.run import stream_records, target
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
@@ -228,61 +227,8 @@ class GitRepo:
         raise RepositoryError(f"cannot update {name}: {exc}") from exc
 
     def _create_ref(self, name: str, new: str) -> bool:
-        """Create `name` at `new` only if it does not exist: git's own lock protocol.
-
-        libgit2's create (pygit2 `references.create(force=False)`) checks that the
-        ref is absent *before* it takes the lock and writes without a second look,
-        so two concurrent creators both succeed and the second overwrites the
-        first (seen: 2 of 800 concurrent events lost when a log was created). Here
-        the `<ref>.lock` file (the one git and libgit2 take too) is created first,
-        the absence is checked under it, and the value is renamed into place.
-        """
-        path = os.path.join(self.common_dir, name)
-        lock = path + ".lock"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            self._break_stale_lock(name)
-            return False
-        except OSError as exc:
-            raise self._ref_error(name, exc) from exc
-        renamed = False
-        try:
-            if os.path.isdir(path):
-                raise RepositoryError(
-                    f"cannot create {name}: refs named {name}/... exist",
-                    hint="pick a task name that is not a prefix of another",
-                )
-            if os.path.lexists(path) or self._packed_ref(name):
-                return False
-            os.write(fd, (new + "\n").encode())
-            os.close(fd)
-            fd = -1
-            os.rename(lock, path)
-            renamed = True
-            return True
-        except OSError as exc:
-            raise self._ref_error(name, exc) from exc
-        finally:
-            if fd >= 0:
-                os.close(fd)
-            if not renamed:
-                with contextlib.suppress(OSError):
-                    os.unlink(lock)
-
-    def _ref_error(self, name: str, exc: OSError) -> Exception:
-        refused = system_error(exc, exc.filename or self.common_dir, f"cannot create {name}")
-        return refused or RepositoryError(f"cannot create {name}: {exc.strerror}")
-
-    def _packed_ref(self, name: str) -> bool:
-        """Whether `packed-refs` holds `name`."""
-        suffix = b" " + name.encode() + b"\n"
-        try:
-            with open(os.path.join(self.common_dir, "packed-refs"), "rb") as fh:
-                return any(line.endswith(suffix) and not line.startswith(b"#") for line in fh)
-        except FileNotFoundError:
-            return False
+        """Create `name` at `new` only if it does not exist (`git/ref_create.py`)."""
+        return create_ref(self.common_dir, name, new, lambda: self._break_stale_lock(name))
 
     def _break_stale_lock(self, name: str) -> None:
         """A ref lock left by a killed writer (libgit2 holds one for microseconds), removed
@@ -519,33 +465,6 @@ class GitRepo:
                 Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
             )
         return out
-
-    def hash_worktree_file(self, rel: str) -> tuple[str, int] | None:
-        """The blob id and mode git would give the working-tree file `rel` (None: absent).
-
-        As `git add` stores it: a clean filter and line-ending normalization apply
-        (`git/convert.py`: through `git hash-object` when an attribute or
-        `core.autocrlf` may convert the file, else hashed here as is).
-        """
-        full = os.path.join(self.workdir, rel)
-        try:
-            st = os.lstat(full)
-        except FileNotFoundError:
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            return str(pygit2.hash(os.fsencode(os.readlink(full)))), 0o120000
-        if stat.S_ISDIR(st.st_mode):  # a nested repository is a gitlink to its HEAD
-            if not os.path.exists(os.path.join(full, ".git")):
-                return None
-            try:
-                nested = pygit2.Repository(full)
-                return None if nested.head_is_unborn else (str(nested.head.target), 0o160000)
-            except pygit2.GitError:
-                return None
-        mode = 0o100755 if st.st_mode & 0o111 else 0o100644
-        if convert.checkin_converts(self, [rel]):
-            return convert.hash_worktree_files(self, [rel])[rel]
-        return str(pygit2.hashfile(full)), mode
 
     def config_get(self, key: str) -> str | None:
         try:
