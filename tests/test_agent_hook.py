@@ -202,6 +202,18 @@ def test_resume_after_drift_reports_each_file_and_restores_nothing(task_repo: Pa
     assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "active"
 
 
+def test_a_brief_that_cannot_be_built_still_points_the_model_at_its_rules(
+    task_repo: Path,
+) -> None:
+    write(task_repo / ".agent" / "contracts" / "constraints.yaml", "constraints: [unclosed\n")
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="compact"))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "could not give the recovery brief of task exp" in context
+    assert ".agent/contracts/" in context
+    assert "constraints.yaml" in out["systemMessage"]
+    assert hooks_log(task_repo)[-1][4].startswith("compact: error: ")
+
+
 def test_a_long_text_is_cut_with_a_note_saying_where_the_whole_is() -> None:
     short = fit("x" * 10, "`git ckpt report t r`")
     assert short == "x" * 10

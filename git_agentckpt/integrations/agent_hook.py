@@ -43,7 +43,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from git_agentckpt.errors import CkptError, RecoveringError
@@ -88,7 +88,6 @@ class HookReply:
     output: dict[str, JSON]  # printed on stdout as one JSON object
     outcome: str  # one line for hooks.log
     task: str | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -190,14 +189,26 @@ def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
         if isinstance(call.payload.get(key), str | int):
             data[key] = call.payload[key]
     ws.append_events(found.task.name, [NewEvent("session.start", call.actor(), data=data)])
-    if source == "compact":
-        context, outcome = brief_context(ws, found.task, "the context was compacted")
-    elif source == "resume":
-        context, outcome = resume_context(ws, found.task)
-    else:
+    if source not in ("compact", "resume"):
         return HookReply({}, f"session recorded ({source}, task {found.how})")
-    output: dict[str, JSON] = {
-        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}
+    output: dict[str, JSON] = {}
+    try:
+        if source == "compact":
+            context, outcome = brief_context(ws, found.task, "the context was compacted")
+        else:
+            context, outcome = resume_context(ws, found.task)
+    except CkptError as exc:  # the model still learns where its rules are
+        context = (
+            f"git ckpt could not give the recovery brief of task {found.task}: "
+            f"{exc.one_line()}. The project's constraints are in .agent/contracts/: read "
+            f"them before you go on; `git ckpt resume {found.task} --brief-only` prints "
+            "the brief."
+        )
+        outcome = f"error: {exc.one_line()}"
+        output["systemMessage"] = f"git ckpt hook: {exc.one_line()}"
+    output["hookSpecificOutput"] = {
+        "hookEventName": "SessionStart",
+        "additionalContext": context,
     }
     return HookReply(output, f"{source}: {outcome} ({len(context)} characters)")
 
