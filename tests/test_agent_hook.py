@@ -214,6 +214,30 @@ def test_a_brief_that_cannot_be_built_still_points_the_model_at_its_rules(
     assert hooks_log(task_repo)[-1][4].startswith("compact: error: ")
 
 
+def test_compact_after_continue_the_sequence_claude_code_sends(
+    task_repo: Path, tmp_path: Path
+) -> None:
+    """`claude -p /compact --continue`: SessionStart resume, PreCompact, SessionStart compact.
+    While the task is recovering, PreCompact's checkpoint is taken all the same; the
+    policy's and Stop's are not, and their hooks say so in the log, not to the agent."""
+    hook(task_repo, "SessionStart", claude("SessionStart", source="resume", context_tokens=1002))
+    assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "recovering"
+    assert hook(task_repo, "PreCompact", claude("PreCompact", trigger="manual")) == {}
+    assert checkpoints(task_repo, "exp")[0]["trigger"] == "pre_compact"
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="compact"))
+    assert "**Next step:** s1" in out["hookSpecificOutput"]["additionalContext"]
+    full = claude_transcript(tmp_path / "full.jsonl", [{"cache_read_input_tokens": 190_000}])
+    tool = claude("PostToolUse", tool_name="Read", transcript_path=str(full))
+    assert hook(task_repo, "PostToolUse", tool) == {}  # the policy wants a full checkpoint
+    assert "no checkpoint: the task is recovering" in hooks_log(task_repo)[-1][4]
+    assert of_type(task_repo, "exp", "tool.call")[-1]["data"]["tool"] == "Read"
+    hook(task_repo, "Stop", claude("Stop", stop_hook_active=True))
+    assert checkpoints(task_repo, "exp")[0]["trigger"] == "pre_compact"
+    starts = of_type(task_repo, "exp", "session.start")
+    assert [e["data"]["source"] for e in starts] == ["resume", "compact"]
+    assert starts[0]["data"]["context_tokens"] == 1002
+
+
 def test_a_long_text_is_cut_with_a_note_saying_where_the_whole_is() -> None:
     short = fit("x" * 10, "`git ckpt report t r`")
     assert short == "x" * 10
