@@ -202,6 +202,39 @@ def test_resume_after_drift_reports_each_file_and_restores_nothing(task_repo: Pa
     assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "active"
 
 
+def test_continued_after_a_clean_end_gets_the_brief_and_no_resume(task_repo: Path) -> None:
+    """`claude -p … --continue` fires SessionStart `resume` after every clean exit: the task's
+    last session ended (SessionEnd), so the model gets the brief and nothing is recovered."""
+    hook(task_repo, "SessionStart", claude("SessionStart", source="startup"))
+    write(task_repo / "results" / "summary.md", "turn one\n")
+    hook(task_repo, "Stop", claude("Stop", stop_hook_active=False))
+    assert hook(task_repo, "SessionEnd", claude("SessionEnd", reason="other")) == {}
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "this session continues one that ended cleanly" in context
+    assert "Experiments use seed 42, never another seed" in context
+    assert "**Next step:** s1" in context
+    assert "NOT resumed" not in context
+    assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "active"
+    assert "resume" not in [c["trigger"] for c in checkpoints(task_repo, "exp")]
+    assert hooks_log(task_repo)[-1][4].startswith("resume: continued: ")
+
+
+def test_after_a_kill_the_finished_turns_files_are_no_drift(task_repo: Path) -> None:
+    """No SessionEnd (the agent was killed): the five steps run. What a finished turn wrote
+    is in its Stop checkpoint, so only what the killed turn wrote is drift."""
+    hook(task_repo, "SessionStart", claude("SessionStart", source="startup"))
+    write(task_repo / "results" / "summary.md", "turn one\n")
+    hook(task_repo, "Stop", claude("Stop", stop_hook_active=False))
+    write(task_repo / "notes.txt", "half-written by the killed turn\n")
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "task exp was NOT resumed" in context
+    findings = context.split("For reference")[0]
+    assert "- added: notes.txt" in findings
+    assert "summary.md" not in findings
+
+
 def test_a_brief_that_cannot_be_built_still_points_the_model_at_its_rules(
     task_repo: Path,
 ) -> None:
@@ -348,7 +381,7 @@ def test_stop_sends_a_failing_block_constraint_back_once(task_repo: Path) -> Non
     assert "The report results/summary.md exists before a turn ends" in out["reason"]
     assert "seed-42" not in out["reason"]  # passing, and only a warning
     tip = checkpoints(task_repo, "exp")[0]
-    assert (tip["trigger"], tip["kind"]) == ("turn_end", "light")
+    assert (tip["trigger"], tip["kind"]) == ("turn_end", "full")
     assert of_type(task_repo, "exp", "constraint.check")
     # the agent went on because of this hook and still fails: it may stop now
     again = hook(task_repo, "Stop", claude("Stop", stop_hook_active=True))

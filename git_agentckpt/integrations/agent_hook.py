@@ -13,14 +13,18 @@ shapes):
 
 - SessionStart: find or start the session's task (`sessions.py`) and log
   `session.start`; for `source` `compact`, the recovery brief of the recorded
-  state; for `resume`, the five-step resume (`hook_resume.py`); both as
-  `hookSpecificOutput.additionalContext`.
+  state; for `resume`, the five-step resume (`hook_resume.py`) when the
+  task's last session did not end (killed, crashed), and only the brief when
+  it ended cleanly (`claude --continue` and `codex exec resume` fire `resume`
+  too); both as `hookSpecificOutput.additionalContext`.
 - PreCompact: a full checkpoint, trigger `pre_compact`.
 - PostToolUse / PostToolUseFailure: a `tool.call` event (input and response
   summarised, `summary.py`), then the trigger policy (`tick`) with the context
   size read from the transcript's tail (`transcript_usage.py`).
 - UserPromptSubmit: a `user.prompt` event.
-- Stop: a light checkpoint (trigger `turn_end`), then every constraint
+- Stop: a full checkpoint (trigger `turn_end`: with only a light one, every
+  file a finished turn wrote would read as drift after a kill in a later
+  turn), then every constraint
   (`check`); a failing `block` constraint is returned to the model as
   `{"decision": "block", "reason": …}`, which makes it continue, unless
   `stop_hook_active` (it continues already because of a Stop hook): then the
@@ -43,11 +47,16 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from git_agentckpt.errors import CkptError, RecoveringError
-from git_agentckpt.integrations.sessions import SessionTask, remember, task_of_session
+from git_agentckpt.integrations.sessions import (
+    SessionTask,
+    last_session_ended,
+    remember,
+    task_of_session,
+)
 from git_agentckpt.integrations.summary import cut_text, summarise
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.store.workspace import Workspace
@@ -170,8 +179,15 @@ def dispatch(ws: Workspace, call: HookCall) -> HookReply:
     if handler is None:
         return HookReply({}, "ignored: not an event git ckpt acts on")
     found = task_of_session(ws, call.session_id, call.agent, call.env)
-    if call.session_id and found.how != "session":
-        remember(ws, call.session_id, call.agent, found.task, call.text("source") or call.event)
+    source = call.text("source") or call.event
+    if call.event == "SessionStart":
+        found = replace(found, previous_ended=last_session_ended(ws, found.task))
+        if call.session_id:
+            remember(ws, call.session_id, call.agent, found.task, source, ended=False)
+    elif call.event == "SessionEnd" and call.session_id:
+        remember(ws, call.session_id, call.agent, found.task, source, ended=True)
+    elif call.session_id and found.how != "session":
+        remember(ws, call.session_id, call.agent, found.task, source)
     reply = handler(ws, call, found)
     reply.task = found.task.name
     return reply
@@ -195,6 +211,11 @@ def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
     try:
         if source == "compact":
             context, outcome = brief_context(ws, found.task, "the context was compacted")
+        elif found.previous_ended:  # continued after a clean exit: nothing to recover
+            context, outcome = brief_context(
+                ws, found.task, "this session continues one that ended cleanly"
+            )
+            outcome = "continued: " + outcome
         else:
             context, outcome = resume_context(ws, found.task)
     except CkptError as exc:  # the model still learns where its rules are
@@ -300,11 +321,10 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
         made = ws.create(
             task,
             message=f"end of a turn ({call.agent})",
-            light=True,
             trigger="turn_end",
             actor=call.agent,
         )
-        outcome = f"checkpoint {made.id} (light, turn_end)"
+        outcome = f"checkpoint {made.id} (full, turn_end)"
     except RecoveringError:
         outcome = "no checkpoint: the task is recovering"
     checked = run_check_now(ws, task)

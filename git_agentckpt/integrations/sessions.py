@@ -13,8 +13,12 @@ Several active tasks, none named after the branch: an error that says to set
 `GIT_CKPT_TASK`.
 
 `.git/agent/sessions.json` maps a session id to its agent and task (runtime
-state of this worktree, never pushed); the event log gets a `session.start`
-event at each SessionStart, so the audit trail names the sessions too.
+state of this worktree, never pushed), and says whether the session ended
+(`ended`, set by SessionEnd, cleared by the next SessionStart): an agent
+continued after a clean exit (`claude --continue`, `codex exec resume`) fires
+SessionStart `resume` just as one restarted after a kill, and only the second
+needs the five-step resume. The event log gets `session.start` and
+`session.end` events too, so the audit trail names the sessions.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ MAX_SESSIONS = 200  # the oldest are forgotten past this (their events stay in t
 class SessionTask:
     task: TaskName
     how: str  # env | session | active | branch | started
+    # at a SessionStart: did the task's last session end cleanly (SessionEnd)?
+    # None when no session of the task is known
+    previous_ended: bool | None = None
 
 
 def _path(ws: Workspace) -> str:
@@ -61,8 +68,17 @@ def read_sessions(ws: Workspace) -> dict[str, dict[str, JSON]]:
     return {k: v for k, v in sessions.items() if isinstance(v, dict)}
 
 
-def remember(ws: Workspace, session_id: str, agent: str, task: TaskName, source: str) -> None:
-    """Record (or refresh) `session_id` -> `task`, under a lock (hooks may run at once)."""
+def remember(
+    ws: Workspace,
+    session_id: str,
+    agent: str,
+    task: TaskName,
+    source: str,
+    ended: bool | None = None,
+) -> None:
+    """Record (or refresh) `session_id` -> `task`, under a lock (hooks may run at once).
+    `ended` True marks the session ended (SessionEnd), False open again (SessionStart),
+    None leaves the mark as it was."""
     from git_agentckpt.git.worktree import locked
 
     path = _path(ws)
@@ -71,6 +87,8 @@ def remember(ws: Workspace, session_id: str, agent: str, task: TaskName, source:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         entry = sessions.pop(session_id, None) or {"first_seen": now}
         entry.update({"agent": agent, "task": task.name, "last_seen": now, "source": source})
+        if ended is not None:
+            entry["ended"] = now if ended else None
         sessions[session_id] = entry  # newest last
         while len(sessions) > MAX_SESSIONS:
             sessions.pop(next(iter(sessions)))
@@ -78,6 +96,15 @@ def remember(ws: Workspace, session_id: str, agent: str, task: TaskName, source:
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump({"v": 1, "sessions": sessions}, fh, indent=1)
         os.replace(tmp, path)
+
+
+def last_session_ended(ws: Workspace, task: TaskName) -> bool | None:
+    """Whether the task's most recently seen session ended with a SessionEnd (None: no
+    session of the task is known)."""
+    mine = [e for e in read_sessions(ws).values() if e.get("task") == task.name]
+    if not mine:
+        return None
+    return bool(mine[-1].get("ended"))
 
 
 def branch_task_name(ws: Workspace) -> str:
