@@ -108,7 +108,7 @@ class CkptMCP:
             except Exception as exc:
                 raise ToolFailed(failure_line(exc), isinstance(exc, NotFound)) from None
 
-    def tool(self, body: Callable[[Checkpointer], tuple[str, JSON]]) -> CallToolResult:
+    def answer(self, body: Callable[[Checkpointer], tuple[str, JSON]]) -> CallToolResult:
         """A tool call: text for the model and the same facts as structured content."""
         try:
             (text, data), warnings = self.call(body)
@@ -185,22 +185,11 @@ def described(fn: Callable[..., Any]) -> str:
     return " ".join(inspect.cleandoc(fn.__doc__ or "").split())
 
 
-def build_server(path: str = ".") -> MCPServer:
-    """The `git ckpt` MCP server over the repository at `path` (not started)."""
-    srv = CkptMCP(path)
-    mcp = MCPServer(
-        name="git-ckpt",
-        title="git ckpt: checkpoints, task state and event log in git",
-        version=__version__,
-        instructions=INSTRUCTIONS,
-        log_level="WARNING",
-    )
+class CkptTools(CkptMCP):
+    """What the model calls. Each docstring is the tool's description: when to call it,
+    what it returns, what to do next."""
 
-    def tool(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
-        return mcp.tool(description=described(fn))(fn)
-
-    @tool
-    def task_status(task: TaskArg = None) -> CallToolResult:
+    def task_status(self, task: TaskArg = None) -> CallToolResult:
         """The task's current state: goal, every step with its status, the constraints in
         force and the next step. Call it at the start of a session and whenever you are
         unsure what to do next. If it says `recovering`, call resume, then confirm."""
@@ -209,10 +198,10 @@ def build_server(path: str = ".") -> MCPServer:
             state = ck.state(ck.require_task(task))
             return status_text(state), state
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def step_start(
+        self,
         step_id: Annotated[str, Field(description="The id of the step, as task_status lists it.")],
         risk: Annotated[
             Literal["low", "medium", "high"] | None,
@@ -236,10 +225,10 @@ def build_server(path: str = ".") -> MCPServer:
                 ev.to_json()
             )
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def step_done(
+        self,
         step_id: Annotated[str, Field(description="The id of the step you finished.")],
         outputs: Annotated[
             dict[str, Any] | None,
@@ -258,10 +247,10 @@ def build_server(path: str = ".") -> MCPServer:
             then = f"next step: {nxt} (call step_start)" if nxt else "every step is done"
             return f"step {step_id} done: checkpoint {made.id}; {then}", made.to_json()
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def checkpoint_create(
+        self,
         message: Annotated[str, Field(description="Why, in a few words.")] = "",
         light: Annotated[
             bool, Field(description="Record state and events only, without scanning files.")
@@ -277,10 +266,10 @@ def build_server(path: str = ".") -> MCPServer:
             made = ck.create(ck.require_task(task).name, message, light, step=step, actor=ACTOR)
             return f"checkpoint {made.id} of task {made.task} ({made.kind})", made.to_json()
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def event_append(
+        self,
         type: Annotated[
             str, Field(description="Dotted lower-case type: tool.call, file.write, model.call, …")
         ],
@@ -302,10 +291,9 @@ def build_server(path: str = ".") -> MCPServer:
             ev = ck.event(t, type, data or {}, ACTOR)
             return f"event #{ev.seq} ({ev.type}) logged to task {t}: {ev.id}", ev.to_json()
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
-    def check_constraints(task: TaskArg = None) -> CallToolResult:
+    def check_constraints(self, task: TaskArg = None) -> CallToolResult:
         """Check every constraint of .agent/contracts/ against the working tree now (only
         commands a person approved run). Call it before you say the task or a step is
         finished. Returns each constraint's status; fix every failing `block` one."""
@@ -314,10 +302,10 @@ def build_server(path: str = ".") -> MCPServer:
             out = ck.check(ck.require_task(task).name).to_json()
             return check_text(out), out
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def resume(
+        self,
         task: TaskArg = None,
         brief_only: Annotated[
             bool, Field(description="Only return the brief of the current state; change nothing.")
@@ -345,10 +333,10 @@ def build_server(path: str = ".") -> MCPServer:
                 parts.append("Now call confirm with your restatement (the form above).")
             return "\n\n".join(parts), out.to_json()
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @tool
     def confirm(
+        self,
         restatement: Annotated[
             str,
             Field(
@@ -374,10 +362,9 @@ def build_server(path: str = ".") -> MCPServer:
                 )
             return text, {**result, "exit": status, "task": t}
 
-        return srv.tool(body)
+        return self.answer(body)
 
-    @mcp.prompt(name="recovery_brief", title="Recovery brief of a git ckpt task")
-    def recovery_brief(task: str = "") -> str:
+    def recovery_brief(self, task: str = "") -> str:
         """The recovery brief of the task (goal, constraints verbatim, done steps, next
         step): paste it into a fresh context to pick the work up again."""
 
@@ -386,26 +373,54 @@ def build_server(path: str = ".") -> MCPServer:
             brief = ck.resume(t, brief_only=True).brief
             return brief.markdown if brief is not None else f"task {t}: no brief"
 
-        return srv.read(body)
+        return self.read(body)
 
-    @mcp.resource(
+    def tasks_resource(self) -> str:
+        return self.read(lambda ck: json.dumps(ck.task_summaries(), indent=2))
+
+    def task_state_resource(self, task: str) -> str:
+        return self.read(lambda ck: json.dumps(ck.state(ck.require_task(task)), indent=2))
+
+
+TOOLS = (
+    "task_status",
+    "step_start",
+    "step_done",
+    "checkpoint_create",
+    "event_append",
+    "check_constraints",
+    "resume",
+    "confirm",
+)
+
+
+def build_server(path: str = ".") -> MCPServer:
+    """The `git ckpt` MCP server over the repository at `path` (not started)."""
+    tools = CkptTools(path)
+    mcp = MCPServer(
+        name="git-ckpt",
+        title="git ckpt: checkpoints, task state and event log in git",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+    for name in TOOLS:
+        method = getattr(tools, name)
+        mcp.tool(description=described(method))(method)
+    brief = tools.recovery_brief
+    mcp.prompt("recovery_brief", "Recovery brief of a git ckpt task", described(brief))(brief)
+    mcp.resource(
         "ckpt://tasks",
         name="tasks",
         description="Every task of this repository: status, steps done, goal (JSON).",
         mime_type="application/json",
-    )
-    def tasks_resource() -> str:
-        return srv.read(lambda ck: json.dumps(ck.task_summaries(), indent=2))
-
-    @mcp.resource(
+    )(tools.tasks_resource)
+    mcp.resource(
         "ckpt://tasks/{task}/state",
         name="task-state",
         description="The current state of one task (JSON): goal, steps, constraints, usage.",
         mime_type="application/json",
-    )
-    def task_state_resource(task: str) -> str:
-        return srv.read(lambda ck: json.dumps(ck.state(ck.require_task(task)), indent=2))
-
+    )(tools.task_state_resource)
     return mcp
 
 
