@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from git_agentckpt.errors import CkptError, NotFound, OperationFailed, UsageError
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from git_agentckpt.store.share import ShareResult as ShareResult
     from git_agentckpt.tick import TickResult
 
-__all__ = ["Checkpointer", "EventLike", "RestoreResult", "RunInfo"]
+__all__ = ["Checkpointer", "EventLike", "RestoreResult", "RunInfo", "StepRun"]
 
 
 def __getattr__(name: str) -> Any:
@@ -53,6 +54,19 @@ def __getattr__(name: str) -> Any:
 
         return RestoreResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass
+class StepRun:
+    """What `with ck.step(...) as run:` gives the block: set `outputs` (JSON) to record the
+    step's outputs; `checkpoint` (done) or `error` (failed) is filled in on the way out."""
+
+    task: str
+    step: str
+    started: Event  # the `step.start` event; `started.data["mode"]`: start, retry or redo
+    outputs: JSON = None
+    checkpoint: Checkpoint | None = None
+    error: dict[str, JSON] | None = None
 
 
 class Checkpointer(Workspace):
@@ -140,10 +154,39 @@ class Checkpointer(Workspace):
                 raise_redo_alarm(self.log, TaskName(task))
             raise
 
+    @contextlib.contextmanager
+    def step(
+        self, step_id: str, *, task: str | None = None, risk: str | None = None, force: bool = False
+    ) -> Iterator[StepRun]:
+        """`with ck.step("run-ablation-2", risk="high") as run:` runs the block as a step of
+        `task` (default: $GIT_CKPT_TASK, then the single active task), as `git ckpt step
+        start|done|fail` would: `step.start` first (a high-risk step gets the policy's
+        `pre_expensive_step` checkpoint before it); when the block ends, `step.end` and the
+        full checkpoint that makes the step done, with `run.outputs`. An exception logs
+        `step.end` with status `failed` and `{"error": {"type", "message"}}` (redacted like
+        every event), then propagates; the step can be retried. KeyboardInterrupt and
+        SystemExit log nothing: the step stays in progress, and resume redoes it."""
+        t = self.require_task(task).name
+        run = StepRun(t, step_id, self.step_start(t, step_id, force=force, risk=risk))
+        try:
+            yield run
+        except Exception as exc:
+            run.error = {"type": type(exc).__name__, "message": str(exc)[:4000]}
+            try:
+                self.step_fail(t, step_id, {"error": run.error})
+            except CkptError as lost:  # the block's own exception is what the caller sees
+                exc.add_note(f"git ckpt: step {step_id} not marked failed: {lost.one_line()}")
+            raise
+        run.checkpoint = self.step_done(t, step_id, run.outputs)
+
     # -- use cases ---------------------------------------------------------------------
 
     def tick(self, task: str | None = None, **signals: Any) -> TickResult:
-        """Decide none/light/full from `signals` (Signals fields), act, log the decision."""
+        """Decide none/light/full from `signals` (`triggers.Signals` fields), take that
+        checkpoint, log the decision (`trigger.decision`). Call it after each model call,
+        e.g. `ck.tick(tokens_used=n, token_budget=b, calls_used=k, calls_budget=m)`, or with
+        `rate_limit_remaining`, `next_step_risk`; what is not given is derived from the
+        chain and the event log."""
         from git_agentckpt.tick import tick as run_tick
         from git_agentckpt.triggers import Signals
 

@@ -40,6 +40,10 @@ SUN_PATH_MAX = 108  # bytes of a unix socket path, with its NUL
 # and `daemon`/`server` manage the daemon itself.
 INLINE_COMMANDS = frozenset({"trust", "confirm", "fetch", "push", "server", "daemon"})
 INLINE_OPTIONS = {"check": ("--rebaseline",)}
+# Long-running servers, never run by the daemon: `mcp` serves an agent over stdio for a
+# whole session (a forked child would hold a daemon slot, and the module cache it warms
+# buys nothing for a process that starts once).
+OWN_PROCESS_COMMANDS = frozenset({"mcp"})
 
 
 def supported() -> bool:
@@ -107,6 +111,8 @@ def refusal(argv: Sequence[str]) -> str | None:
         return "no command"
     if command in INLINE_COMMANDS:
         return f"`{command}` needs a person or the terminal"
+    if command in OWN_PROCESS_COMMANDS:
+        return f"`{command}` is a long-running server: it runs in its own process"
     for option in INLINE_OPTIONS.get(command, ()):
         if any(a == option or a.startswith(option + "=") for a in rest):
             return f"`{command} {option}` needs a person at the terminal"
