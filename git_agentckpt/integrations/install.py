@@ -215,7 +215,17 @@ def _settings_plan(
     if isinstance(entry, dict) and entry.get("dirs"):
         edit.entry["dirs"] = entry["dirs"]
     else:
-        edit.entry["dirs"] = _missing_dirs(os.path.dirname(path)) if before is None else []
+        made = _missing_dirs(os.path.dirname(path)) if before is None else []
+        # a directory another integration made (.claude/ for both settings files) goes
+        # with whichever of them is removed last
+        made += [
+            d
+            for e in record.values()
+            if isinstance(e, dict)
+            for d in e.get("dirs", [])
+            if isinstance(d, str) and path.startswith(d + "/") and d not in made
+        ]
+        edit.entry["dirs"] = sorted(set(made), key=len)
     what = f"{edit.count} hooks added" if edit.count else f"{len(agent.hooks)} hooks present"
     after = edit.text if edit.count else before
     return _Plan(key, shown, path, before, after, what, edit.entry)
@@ -258,7 +268,7 @@ def _block_plan(
             kept = {**(entry or {}), "owners": others}
             return _Plan(key, key, path, before, before, f"block kept for {others[0]}", kept)
         after: str | None = instructions.remove_block(before, (entry or {}).get("prefix"))
-        if (entry or {}).get("created") and after == "":
+        if after == "" and (entry is None or entry.get("created")):
             after = None
         return _Plan(key, key, path, before, after, "block removed", None)
     edit = instructions.add_block(before or "", agent.block(), agent.name)
@@ -334,11 +344,7 @@ def _apply(plan: _Plan) -> None:
         return
     if plan.after is None:
         os.unlink(plan.path)
-        for directory in reversed(plan.dirs):
-            try:
-                os.rmdir(directory)  # only when empty: the user's files stay
-            except OSError:
-                break
+        _remove_empty(plan.dirs)  # only when empty: the user's files stay
         return
     if plan.before is None:
         os.makedirs(os.path.dirname(plan.path), exist_ok=True)
@@ -384,8 +390,8 @@ def _record_path(scope: str, places: Places) -> str:
 
 
 def _load_record(path: str) -> dict[str, Any]:
-    """The record's entries by file; a missing or unreadable record is an empty one
-    (removal then works from the files alone)."""
+    """The record's entries by file (and, under "", the directories made for the record);
+    a missing or unreadable record is an empty one (removal then works from the files)."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -394,15 +400,31 @@ def _load_record(path: str) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("v") != RECORD_VERSION:
         return {}
     files = data.get("files")
-    return dict(files) if isinstance(files, dict) else {}
+    out = dict(files) if isinstance(files, dict) else {}
+    dirs = data.get("dirs")
+    out[""] = [d for d in dirs if isinstance(d, str)] if isinstance(dirs, list) else []
+    return out
 
 
 def _save_record(path: str, files: dict[str, Any]) -> None:
-    if not files and not os.path.exists(path):
-        return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    """Write the record; an empty one is deleted, with the directories made for it."""
+    dirs = files.pop("", None) or []
     if not files:
-        os.unlink(path)
+        if os.path.exists(path):
+            os.unlink(path)
+            _remove_empty(dirs)
         return
-    text = json.dumps({"v": RECORD_VERSION, "files": files}, indent=2, sort_keys=True)
+    if not os.path.exists(path):
+        dirs = _missing_dirs(os.path.dirname(path))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    text = json.dumps({"v": RECORD_VERSION, "dirs": dirs, "files": files}, indent=2, sort_keys=True)
     _write_atomic(path, (text + "\n").encode("utf-8"))
+
+
+def _remove_empty(dirs: list[str]) -> None:
+    """Remove the directories integrate made (innermost first) while they are empty."""
+    for directory in reversed(dirs):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            break

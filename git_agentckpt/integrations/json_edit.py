@@ -158,7 +158,7 @@ def detect_style(text: str, root: Node) -> Style:
         indent = _line_indent(text, root.members[0].start)
         if indent:
             unit = indent
-    colon, comma = ": ", ", " if multiline else ","
+    colon, comma = ": ", ""
     for node in _walk(root):
         if node.kind == "object" and node.members:
             m = node.members[0]
@@ -171,6 +171,8 @@ def detect_style(text: str, root: Node) -> Style:
         if len(spans) > 1 and "\n" not in text[spans[0][1] : spans[1][0]]:
             comma = text[spans[0][1] : spans[1][0]]
             break
+    if not comma:  # no two elements on one line: the colon's spacing tells
+        comma = ", " if colon.endswith(" ") else ","
     return Style(newline, unit, colon, comma, multiline)
 
 
