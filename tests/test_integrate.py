@@ -522,3 +522,12 @@ def test_one_line_file_gets_one_line_in_its_own_spacing(repo: Path) -> None:
     path.write_text('{"model":"x"}')
     ckpt(repo, "integrate", "codex")
     assert path.read_text().startswith('{"model":"x","hooks":{"SessionStart":[{"matcher":"startup|')
+
+
+def test_settings_file_not_utf8_refused(repo: Path) -> None:
+    path = repo / ".codex" / "hooks.json"
+    path.parent.mkdir()
+    path.write_bytes(b'{"a": "\xff"}\n')
+    result = ckpt(repo, "integrate", "codex", ok=False)
+    assert result.exit_code == 2 and ".codex/hooks.json is not valid UTF-8" in result.stderr
+    assert path.read_bytes() == b'{"a": "\xff"}\n' and not (repo / "AGENTS.md").exists()

@@ -290,6 +290,11 @@ def _notes(agent: Agent, scope: str, places: Places, remove: bool) -> list[str]:
         os.path.join(places.worktree, CONTRACTS_DIR, "constraints.md")
     ):
         notes.append(f"{CONTRACTS_DIR}/constraints.md does not exist yet: run `git ckpt init`")
+    if scope == "local":
+        notes.append(
+            ".claude/settings.local.json is yours alone: if git does not ignore it yet, add it "
+            "to .gitignore or .git/info/exclude"
+        )
     if scope == "user":
         notes.append(
             f"--user leaves {agent.instructions} alone: run the command with --project in a "

@@ -51,6 +51,9 @@ def claude_block_lines() -> list[str]:
         "",
         CONSTRAINTS_IMPORT,
         "",
+        f"The same rules, machine-checked by `git ckpt check`, are in `{CONTRACTS_DIR}/`"
+        " (`constraints.yaml`). Change them only when the user asks.",
+        "",
         "The hooks of `git ckpt` checkpoint your work and log your tool calls. Your part:",
         "",
         *_how_to(_TASK_HINT),
