@@ -4,9 +4,11 @@ every byte of every file it touched."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -401,8 +403,8 @@ def round_trip(root: Path, agent: str, original: str, claude_md: str | None = No
     assert {k: v for k, v in data.items() if k != "hooks"} == {
         k: v for k, v in before_obj.items() if k != "hooks"
     }
-    if "\r\n" in original:
-        assert "\n" not in text.replace("\r\n", "")
+    if "\r\n" in original and "\n" not in original.replace("\r\n", ""):
+        assert "\n" not in text.replace("\r\n", "")  # CRLF throughout stays so
     if "\n" not in original and before_obj:
         assert "\n" not in text  # one line stays one line (`{}` gets the default layout)
     second = install.integrate(agent, "project", places, remove=False)
@@ -531,3 +533,32 @@ def test_settings_file_not_utf8_refused(repo: Path) -> None:
     result = ckpt(repo, "integrate", "codex", ok=False)
     assert result.exit_code == 2 and ".codex/hooks.json is not valid UTF-8" in result.stderr
     assert path.read_bytes() == b'{"a": "\xff"}\n' and not (repo / "AGENTS.md").exists()
+
+
+def ragged(value: Any, ws: Iterator[str]) -> str:
+    """`value` as JSON with arbitrary whitespace between every token."""
+    if isinstance(value, dict):
+        parts = [
+            next(ws) + json.dumps(k) + next(ws) + ":" + next(ws) + ragged(v, ws) + next(ws)
+            for k, v in value.items()
+        ]
+        return "{" + (",".join(parts) if parts else next(ws)) + "}"
+    if isinstance(value, list):
+        items = [next(ws) + ragged(v, ws) + next(ws) for v in value]
+        return "[" + (",".join(items) if items else next(ws)) + "]"
+    return json.dumps(value)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    value=user_settings,
+    spaces=st.lists(st.sampled_from(["", " ", "  ", "\n", "\t", "\r\n", "\n    "]), min_size=1),
+    agent=st.sampled_from(["claude-code", "codex"]),
+)
+def test_ragged_whitespace_round_trips(
+    value: dict[str, Any], spaces: list[str], agent: str
+) -> None:
+    ws = itertools.cycle(spaces)
+    text = next(ws) + ragged(value, ws) + next(ws)
+    with tempfile.TemporaryDirectory() as root:
+        round_trip(Path(root), agent, text)
