@@ -275,8 +275,10 @@ def _block_plan(
     if entry is None or instructions.find_block(before or "") is None:
         entry = {"created": before is None, "prefix": edit.prefix}
     entry = {**entry, "owners": sorted({*owners, owner})}
-    what = "block with the import of " if agent.name == "claude-code" else "block on "
-    what += f"{CONTRACTS_DIR}/constraints.md" if agent.name == "claude-code" else "git ckpt"
+    if agent.name == "claude-code":
+        what = f"block importing {CONTRACTS_DIR}/constraints.md"
+    else:
+        what = f"block on steps, check, resume and {CONTRACTS_DIR}/"
     return _Plan(key, key, path, before, edit.text, what, entry)
 
 
