@@ -96,6 +96,7 @@ LAZY_COMMANDS = {
     "push": "commands_share",
     "doctor": "commands_doctor",
     "mcp": "commands_mcp",
+    "integrate": "commands_integrate",
 }
 
 
