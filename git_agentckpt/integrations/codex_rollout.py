@@ -1,0 +1,351 @@
+"""A Codex rollout (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl`) as events.
+
+Each line is `{timestamp, type, payload}` (codex-rs `RolloutLine`); records have no id,
+so a record's id is the digest of its line's bytes (`line-<sha256 prefix>`, with `#N`
+for the Nth identical line). Records read:
+
+- `session_meta` (`payload.id`: the session) and `turn_context` (`payload.model`);
+- `event_msg` `user_message`: a `user.prompt` (when a rollout holds none, its
+  `response_item` user messages are, except the `<environment_context>` and
+  instruction blocks Codex writes itself);
+- `response_item` `function_call` / `custom_tool_call` / `local_shell_call`: a
+  `tool.call`, matched by `call_id` with its `function_call_output` /
+  `custom_tool_call_output` (a JSON `arguments` string is parsed; an output object's
+  `success: false` makes the status "error");
+- `event_msg` `token_count`: a `model.call` when `info.total_token_usage` grew (one
+  per model reply; a repeat with the same totals only refreshes rate limits), with
+  `last_token_usage` as usage and its `total_tokens` as `context_tokens`; its
+  `rate_limits` as a `model.rate_limits` event when they changed (primary and secondary
+  windows: `used_percent`, `window_minutes`, `resets_at`), and a `quota.warning` the
+  first time a window reaches QUOTA_WARNING_PERCENT before it resets;
+- `compacted` and `event_msg` `context_compacted` (one compaction when both are
+  written for it): a `context.compacted` event, `tokens_before` the context of the
+  reply before it and `tokens_after` that of the next one;
+- `event_msg` `error` of a usage limit or rate limit: a `quota.exceeded` event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Iterable
+
+from git_agentckpt.integrations.transcripts import (
+    Line,
+    Parsed,
+    Proposed,
+    Summarizer,
+    as_int,
+    looks_like,
+    size_of,
+    text_of,
+)
+from git_agentckpt.model import JSON
+
+AGENT = "codex"
+QUOTA_WARNING_PERCENT = 90.0  # a rate-limit window this full is a quota warning
+_QUOTA_ERRORS = ("usage_limit_exceeded", "rate_limited")
+_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+_OWN_USER_TEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
+
+
+class _Reader:
+    def __init__(self, summarize: Summarizer) -> None:
+        self.p = Parsed()
+        self.s = summarize
+        self.session: str | None = None
+        self.model: str | None = None
+        self.seen: dict[str, int] = {}  # line digest -> how many times so far
+        self.calls: dict[str, Proposed] = {}  # call_id -> its tool.call, until its output
+        self.totals: JSON = None  # the last token_count's total_token_usage
+        self.context: int | None = None  # the context of the last model reply
+        self.compaction: Proposed | None = None  # the last one, until the next reply
+        self.limits: JSON = None  # the last rate limits reported
+        self.warned: set[tuple[str, JSON]] = set()  # (window, resets_at) warned about
+        self.user_messages: list[Proposed] = []  # response_item user messages (fallback)
+        self.prompts = 0
+
+    def line(self, line: Line) -> None:
+        self.p.lines += 1
+        obj = line.obj
+        if obj is None:
+            self.p.malformed.append((line.number, line.problem))
+            return
+        agent = looks_like(obj)
+        if agent != AGENT:
+            self.p.other_agent += agent is not None
+            return
+        self.p.recognised += 1
+        n = self.seen.get(line.digest, 0)
+        self.seen[line.digest] = n + 1
+        record = f"line-{line.digest}" + (f"#{n + 1}" if n else "")
+        payload = obj.get("payload")
+        if not isinstance(payload, dict):
+            return
+        data: dict[str, JSON] = {"at": obj.get("timestamp"), "record": record, "line": line.number}
+        type_, kind = obj.get("type"), payload.get("type")
+        if type_ == "session_meta":
+            sid = payload.get("id")
+            self.session = sid if isinstance(sid, str) else self.session
+            self.p.session(self.session)
+        elif type_ == "turn_context" and isinstance(payload.get("model"), str):
+            self.model = payload["model"]
+        elif type_ == "compacted":
+            self.compacted(record, data, payload)
+        elif type_ == "response_item":
+            self.response_item(kind, record, data, payload)
+        elif type_ == "event_msg":
+            self.event_msg(kind, record, data, payload, obj.get("timestamp"))
+
+    def add(self, ev: Proposed) -> Proposed:
+        self.p.events.append(ev)
+        return ev
+
+    # -- response items -------------------------------------------------------------
+
+    def response_item(
+        self, kind: JSON, record: str, data: dict[str, JSON], payload: dict[str, JSON]
+    ) -> None:
+        if kind in _CALLS:
+            self.call(kind, data, payload)
+        elif kind in _OUTPUTS:
+            self.output(data, payload)
+        elif kind == "message" and payload.get("role") == "user":
+            text = text_of(payload.get("content"))
+            if text.strip() and not text.lstrip().startswith(_OWN_USER_TEXT):
+                self.user_messages.append(self.prompt(record, data, text, add=False))
+
+    def call(self, kind: JSON, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
+        cid = payload.get("call_id") or payload.get("id")
+        if not isinstance(cid, str) or not cid:
+            return
+        name = payload.get("name")
+        tool = name if isinstance(name, str) else "?"
+        if kind == "local_shell_call":
+            tool = "local_shell"
+        raw = payload.get("arguments", payload.get("input", payload.get("action")))
+        if isinstance(raw, str) and kind == "function_call":
+            with contextlib.suppress(ValueError, RecursionError):  # else kept as text
+                raw = json.loads(raw)
+        data.update(tool=tool, status="no_result", message=f"{tool}: no result")
+        keys = [f"call:{cid}"]
+        tool_input = self.s.value(raw)
+        ev = Proposed("tool_call", "tool.call", keys, self.session, cid, tool_input, None, data)
+        self.calls[cid] = self.add(ev)
+
+    def output(self, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
+        cid = payload.get("call_id")
+        if not isinstance(cid, str) or not cid:
+            return
+        out = payload.get("output")
+        status = "ok"
+        if isinstance(out, dict):  # {content, success}
+            status = "error" if out.get("success") is False else "ok"
+            out = out.get("content")
+        text = text_of(out)
+        output: dict[str, JSON] = {"text": self.s.text(text), "bytes": size_of(text)}
+        call = self.calls.pop(cid, None)
+        if call is None:
+            data.update(status=status, message=f"result: {status}")
+            keys = [f"result:{cid}"]
+            sid = self.session
+            self.add(Proposed("tool_result", "tool.result", keys, sid, cid, None, output, data))
+            return
+        tool = call.data.get("tool")
+        call.output = output
+        call.keys.append(f"result:{cid}")
+        call.data.update(
+            status=status,
+            message=f"{tool}: {status}",
+            result_at=data["at"],
+            result_record=data["record"],
+            result_line=data["line"],
+        )
+
+    def prompt(self, record: str, data: dict[str, JSON], text: str, add: bool = True) -> Proposed:
+        data["message"] = self.s.text(text.strip().splitlines()[0])[:60]
+        ev = Proposed(
+            "prompt",
+            "user.prompt",
+            [f"prompt:{record}"],
+            self.session,
+            input={"prompt": self.s.text(text), "bytes": size_of(text)},
+            data=data,
+        )
+        if add:
+            self.prompts += 1
+            self.add(ev)
+        return ev
+
+    # -- event messages -------------------------------------------------------------
+
+    def event_msg(
+        self, kind: JSON, record: str, data: dict[str, JSON], payload: dict[str, JSON], at: JSON
+    ) -> None:
+        if kind == "user_message":
+            text = payload.get("message")
+            if isinstance(text, str) and text.strip():
+                self.prompt(record, data, text)
+        elif kind == "token_count":
+            self.token_count(record, data, payload, at)
+        elif kind == "context_compacted":
+            self.compacted(record, data, payload)
+        elif kind == "error":
+            self.error(record, data, payload)
+
+    def token_count(
+        self, record: str, data: dict[str, JSON], payload: dict[str, JSON], at: JSON
+    ) -> None:
+        info = payload.get("info")
+        if isinstance(info, dict) and info.get("total_token_usage") != self.totals:
+            self.totals = info.get("total_token_usage")
+            last = info.get("last_token_usage")
+            usage = usage_of(last if isinstance(last, dict) else {})
+            context = as_int(usage.get("context_tokens"))
+            window = as_int(info.get("model_context_window"))
+            self.add(
+                Proposed(
+                    "model_call",
+                    "model.call",
+                    [f"model:{record}"],
+                    self.session,
+                    data={
+                        **data,
+                        "model": self.model,
+                        "usage": usage,
+                        "context_window": window,
+                        "message": f"{self.model}: {context} tokens in context",
+                    },
+                )
+            )
+            if self.compaction is not None and context is not None:
+                c = self.compaction.data
+                c["tokens_after"] = context
+                c["message"] = f"compaction: {c.get('tokens_before')} -> {context} tokens"
+            self.compaction = None
+            self.context = context
+        limits = payload.get("rate_limits")
+        if isinstance(limits, dict):
+            self.rate_limits(record, data, limits, at)
+
+    def rate_limits(
+        self, record: str, data: dict[str, JSON], limits: dict[str, JSON], at: JSON
+    ) -> None:
+        windows: dict[str, dict[str, JSON]] = {}
+        for name in ("primary", "secondary"):
+            window = window_of(limits.get(name), at)
+            if window is not None:
+                windows[name] = window
+        if not windows or windows == self.limits:
+            return
+        self.limits = windows
+        shown = ", ".join(f"{w} {v['used_percent']}%" for w, v in windows.items())
+        extra: dict[str, JSON] = {"plan_type": limits["plan_type"]} if "plan_type" in limits else {}
+        self.add(
+            Proposed(
+                "quota",
+                "model.rate_limits",
+                [f"limits:{record}"],
+                self.session,
+                data={**data, **windows, **extra, "message": f"rate limits: {shown}"},
+            )
+        )
+        for name, w in windows.items():
+            used = w.get("used_percent")
+            if not isinstance(used, int | float) or used < QUOTA_WARNING_PERCENT:
+                continue
+            if (name, w.get("resets_at")) in self.warned:
+                continue
+            self.warned.add((name, w.get("resets_at")))
+            resets = w.get("resets_at_utc") or "an unknown time"
+            self.add(
+                Proposed(
+                    "quota",
+                    "quota.warning",
+                    [f"warning:{name}:{record}"],
+                    self.session,
+                    data={
+                        **data,
+                        "window": name,
+                        **w,
+                        "message": f"{name} rate-limit window {used}% used, resets {resets}",
+                    },
+                )
+            )
+
+    def compacted(self, record: str, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
+        if self.compaction is not None and self.compaction.data.get("tokens_after") is None:
+            self.compaction.keys.append(f"compact:{record}")  # the other record of it
+            return
+        summary = payload.get("message")
+        data.update(  # a rollout does not say whether /compact or the limit started it
+            trigger=None,
+            tokens_before=self.context,
+            tokens_after=None,
+            message=f"compaction: {self.context} -> ? tokens",
+        )
+        if isinstance(summary, str):
+            data["summary_bytes"] = size_of(summary)
+        keys = [f"compact:{record}"]
+        ev = Proposed("compaction", "context.compacted", keys, self.session, data=data)
+        self.compaction = self.add(ev)
+
+    def error(self, record: str, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
+        info = payload.get("codex_error_info")
+        kind = next(iter(info), None) if isinstance(info, dict) else info
+        if kind not in _QUOTA_ERRORS:
+            return
+        message = payload.get("message")
+        data.update(error=self.s.text(str(message)), kind=kind)
+        self.add(Proposed("quota", "quota.exceeded", [f"error:{record}"], self.session, data=data))
+
+
+def window_of(value: JSON, at: JSON) -> dict[str, JSON] | None:
+    """A rate-limit window: `used_percent`, `window_minutes`, `resets_at` (unix seconds;
+    from `resets_in_seconds` and the record's time in older rollouts) and its UTC time."""
+    if not isinstance(value, dict) or not isinstance(value.get("used_percent"), int | float):
+        return None
+    resets = as_int(value.get("resets_at"))
+    if resets is None and isinstance(at, str) and as_int(value.get("resets_in_seconds")):
+        try:
+            base = dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
+            resets = int(base.timestamp()) + (as_int(value.get("resets_in_seconds")) or 0)
+        except ValueError:
+            resets = None
+    out: dict[str, JSON] = {
+        "used_percent": value["used_percent"],
+        "window_minutes": as_int(value.get("window_minutes")),
+        "resets_at": resets,
+    }
+    if resets is not None:
+        when = dt.datetime.fromtimestamp(resets, tz=dt.UTC)
+        out["resets_at_utc"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return out
+
+
+def usage_of(last: dict[str, JSON]) -> dict[str, JSON]:
+    names = (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+        "total_tokens",
+    )
+    counts: dict[str, JSON] = {n: as_int(last.get(n)) for n in names}
+    total = counts["total_tokens"]
+    if total is None and counts["input_tokens"] is not None:
+        total = (counts["input_tokens"] or 0) + (counts["output_tokens"] or 0)
+    counts["context_tokens"] = total
+    return counts
+
+
+def parse(lines: Iterable[Line], summarize: Summarizer) -> Parsed:
+    reader = _Reader(summarize)
+    for line in lines:
+        reader.line(line)
+    if not reader.prompts:  # no user_message events: the user messages of the history
+        reader.p.events.extend(reader.user_messages)
+        reader.p.events.sort(key=lambda ev: int(ev.data.get("line") or 0))
+    return reader.p
