@@ -26,6 +26,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "agents"
 CLAUDE = FIXTURES / "claude_handwritten.jsonl"
 CODEX = FIXTURES / "codex_handwritten.jsonl"
 CLAUDE_SESSION = "6f1c2b9e-3a4d-4c5e-9f10-0a1b2c3d4e5f"
+# recorded by h13d from the real binaries against scripted model servers (kept as they are)
+RECORDED_CLAUDE = FIXTURES / "claude_recorded.jsonl"
+RECORDED_CODEX = FIXTURES / "codex_recorded.jsonl"
 CODEX_SESSION = "019abcde-0123-7456-89ab-cdef01234567"
 
 
@@ -69,6 +72,7 @@ def test_claude_transcript_becomes_these_events(task: Path) -> None:
         "model_call": 6,
         "compaction": 1,
         "quota": 0,
+        "error": 0,
     }
     assert summary["records"] == 20 and summary["sessions"] == [CLAUDE_SESSION]
     assert summary["already_imported"] == 0 and summary["malformed_lines"] == 0
@@ -166,6 +170,7 @@ def test_codex_rollout_becomes_these_events(task: Path) -> None:
         "model_call": 4,
         "compaction": 1,
         "quota": 5,
+        "error": 0,
     }
     assert summary["sessions"] == [CODEX_SESSION] and summary["records"] == 22
     evs = imported(task)
@@ -241,10 +246,87 @@ def test_codex_quota_is_why_the_last_session_stopped(task: Path) -> None:
     assert "quota.exceeded" in out and "You've hit your usage limit" in out
 
 
+# -- transcripts recorded from the real agents ----------------------------------------
+
+
+def test_recorded_claude_code_session(task: Path) -> None:
+    """Claude Code 2.1.328: `claude -p "write a"` (a Write tool call), then
+    `claude -p /compact --continue`, then `claude -p next --continue`: one file."""
+    summary = import_json(task, "claude-code", RECORDED_CLAUDE)
+    assert summary["sessions"] == ["c6dff507-c73e-4181-b5b3-f4d3eff044c4"]
+    assert summary["malformed_lines"] == 0
+    evs = imported(task)
+    assert [e.type for e in evs] == [
+        "user.prompt", "model.call", "tool.call", "model.call",
+        "context.compacted", "user.prompt", "user.prompt", "model.call",
+    ]  # fmt: skip
+    prompts = [e for e in evs if e.type == "user.prompt"]
+    assert [p.input["prompt"] for p in prompts if "command" not in p.data] == ["write a", "next"]
+    assert prompts[1].data["command"] == "/compact"
+    (call,) = [e for e in evs if e.type == "tool.call"]
+    assert call.actor["call"] == "toolu_0001" and call.data["tool"] == "Write"
+    assert call.input == {"file_path": "/tmp/h13d_p1/run/proj/a.txt", "content": "hello\n"}
+    assert call.output["text"].startswith(
+        "File created successfully at: /tmp/h13d_p1/run/proj/a.txt"
+    )
+    assert call.data["status"] == "ok" and call.data["result_line"] == 24
+    (compaction,) = [e for e in evs if e.type == "context.compacted"]
+    assert compaction.data["trigger"] == "manual"
+    assert compaction.data["tokens_before"] == 1041  # compactMetadata.preTokens
+    assert compaction.data["tokens_after"] == 2694  # compactMetadata.postTokens
+    assert compaction.data["next_reply_tokens"] == 1000  # the next reply's usage
+    models = [e for e in evs if e.type == "model.call"]
+    assert [m.data["message_id"] for m in models] == ["msg_0001", "msg_0002", "msg_0005"]
+    assert all(m.data["usage"]["context_tokens"] == 1000 for m in models)
+    assert models[0].data["model"] == "claude-opus-5-5"
+
+
+def test_recorded_codex_rollout(task: Path) -> None:
+    """Codex 0.169.0: `codex exec "write files"` (exec_command, apply_patch), then
+    `codex exec resume --last continue` with an automatic compaction before its turn."""
+    summary = import_json(task, "codex", RECORDED_CODEX)
+    assert summary["sessions"] == ["01a22d36-b7e8-7272-9ed5-1f098476368f"]
+    evs = imported(task)
+    assert [e.type for e in evs] == [
+        "user.prompt", "tool.call", "model.call", "tool.call", "model.call", "model.call",
+        "model.call", "context.compacted", "user.prompt", "model.call",
+    ]  # fmt: skip
+    # what the user typed, not Codex's own <environment_context> or the hooks' context
+    assert [e.input["prompt"] for e in evs if e.type == "user.prompt"] == [
+        "write files",
+        "continue",
+    ]
+    calls = {e.actor["call"]: e for e in evs if e.type == "tool.call"}
+    assert calls["call_0001"].data["tool"] == "exec_command"
+    assert calls["call_0001"].input == {"cmd": "printf 'one\\n' > one.txt"}
+    assert "Process exited with code 0" in calls["call_0001"].output["text"]
+    assert calls["call_0002"].data["tool"] == "apply_patch"
+    assert calls["call_0002"].input.startswith("*** Begin Patch\n*** Add File: two.txt")
+    assert "A two.txt" in calls["call_0002"].output["text"]
+    models = [e for e in evs if e.type == "model.call"]
+    assert [m.data["response_id"] for m in models] == [f"resp_000{i}" for i in range(1, 6)]
+    assert [m.data["usage"]["context_tokens"] for m in models] == [1020, 1020, 6020, 1020, 1020]
+    assert models[0].data["context_window"] == 258400
+    (compaction,) = [e for e in evs if e.type == "context.compacted"]
+    # the `compacted` line and the ContextCompaction item: one compaction
+    assert len(compaction.actor["import"]) == 2
+    assert compaction.data["tokens_before"] == 1020  # the summary request's context
+    assert compaction.data["tokens_after"] == 7023  # Codex's count of the new history
+    assert compaction.data["next_reply_tokens"] == 1020
+
+
 # -- idempotency ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("agent", "path"), [("claude-code", CLAUDE), ("codex", CODEX)])
+@pytest.mark.parametrize(
+    ("agent", "path"),
+    [
+        ("claude-code", CLAUDE),
+        ("codex", CODEX),
+        ("claude-code", RECORDED_CLAUDE),
+        ("codex", RECORDED_CODEX),
+    ],
+)
 def test_importing_twice_is_importing_once(task: Path, agent: str, path: Path) -> None:
     first = import_json(task, agent, path)
     once = imported(task)
@@ -262,6 +344,8 @@ def test_importing_twice_is_importing_once(task: Path, agent: str, path: Path) -
         ("claude-code", CLAUDE, 14),  # after the compaction boundary
         ("codex", CODEX, 7),  # after call_1, before its output
         ("codex", CODEX, 17),  # between `compacted` and `context_compacted`
+        ("claude-code", RECORDED_CLAUDE, 41),  # after the boundary, before the next reply
+        ("codex", RECORDED_CODEX, 33),  # after `compacted`, before Codex's count
     ],
 )
 def test_a_grown_transcript_adds_only_the_new_records(
@@ -296,20 +380,35 @@ def test_a_grown_transcript_adds_only_the_new_records(
         assert result.output["text"] == "File created successfully at: /tmp/proj/notes/a.txt"
 
 
-def test_a_tool_call_logged_by_a_hook_is_not_imported_again(task: Path) -> None:
-    ckpt(
-        task,
-        "event",
-        "t",
-        "--type",
-        "tool.call",
-        "--json",
-        json.dumps({"actor": {"session": CLAUDE_SESSION, "call": "toolu_01"}, "tool": "Write"}),
-    )
+@pytest.mark.parametrize(
+    "logged",
+    [
+        {"actor": {"session": CLAUDE_SESSION, "call": "toolu_01"}, "tool": "Write"},
+        # what `git ckpt hook claude-code PostToolUse` writes (h13a)
+        {"actor": {"agent": "claude-code", "session": CLAUDE_SESSION}, "tool": "Write",
+         "status": "ok", "tool_use_id": "toolu_01"},
+    ],
+)  # fmt: skip
+def test_a_tool_call_logged_by_a_hook_is_not_imported_again(
+    task: Path, logged: dict[str, Any]
+) -> None:
+    ckpt(task, "event", "t", "--type", "tool.call", "--json", json.dumps(logged))
     summary = import_json(task, "claude-code", CLAUDE)
     assert summary["imported"]["tool_call"] == 3
-    calls = [e.actor["call"] for e in imported(task) if e.type == "tool.call"]
-    assert calls.count("toolu_01") == 1
+    calls = [e.actor.get("call") for e in imported(task) if e.type == "tool.call"]
+    assert "toolu_01" not in calls[1:] and len(calls) == 4
+
+
+def test_a_prompt_logged_by_a_hook_is_not_imported_again(task: Path) -> None:
+    logged = {"actor": {"agent": "claude-code", "session": "c6dff507"}, "prompt_id": "0e569cab"}
+    lines = RECORDED_CLAUDE.read_text().replace("0e569cab-bbdc-4865-903b-45f9987a4ac2", "0e569cab")
+    ckpt(task, "event", "t", "--type", "user.prompt", "--json", json.dumps(logged))
+    path = task.parent / "c.jsonl"
+    path.write_text(lines)
+    summary = import_json(task, "claude-code", path)
+    assert summary["imported"]["prompt"] == 2 and summary["already_imported"] == 1
+    prompts = [e.input["prompt"] for e in imported(task) if e.type == "user.prompt" and e.input]
+    assert "next" not in prompts
 
 
 # -- secrets, caps, read-only --------------------------------------------------------

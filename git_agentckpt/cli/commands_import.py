@@ -18,6 +18,7 @@ _LABELS = (
     ("model_call", "model call", "model calls"),
     ("compaction", "compaction", "compactions"),
     ("quota", "quota signal", "quota signals"),
+    ("error", "API error", "API errors"),
 )
 
 
@@ -53,7 +54,7 @@ def import_(
     counts = ", ".join(
         _n(result.imported.get(kind, 0), one, many)
         for kind, one, many in _LABELS
-        if result.imported.get(kind, 0) or kind not in ("tool_result", "quota")
+        if result.imported.get(kind, 0) or kind not in ("tool_result", "quota", "error")
     )
     verb = "would import" if dry_run else "imported"
     sessions = ", ".join(result.sessions) or "no session id"

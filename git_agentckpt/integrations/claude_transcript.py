@@ -44,6 +44,8 @@ AGENT = "claude-code"
 _NOT_PROMPTS = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>")
 _COMMAND_RE = re.compile(r"<command-name>\s*(.*?)\s*</command-name>", re.DOTALL)
 _ARGS_RE = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+_QUOTA_ERRORS = ("rate_limit", "billing_error")
+_QUOTA_WORDS = ("usage limit", "rate limit", "rate_limit", "quota")
 
 
 class _Reader:
@@ -111,11 +113,16 @@ class _Reader:
                 data["args"] = self.s.text(args.group(1).strip())
         first = text.strip().splitlines()[0]
         data["message"] = self.s.text(str(data.get("command") or first))[:60]
+        keys = [f"prompt:{record}"]
+        prompt_id = obj.get("promptId")
+        if isinstance(prompt_id, str) and prompt_id:  # what a UserPromptSubmit hook names
+            data["prompt_id"] = prompt_id
+            keys.append(f"promptid:{prompt_id}")
         self.p.events.append(
             Proposed(
                 "prompt",
                 "user.prompt",
-                [f"prompt:{record}"],
+                keys,
                 sid,
                 input={"prompt": self.s.text(text), "bytes": size_of(text)},
                 data=data,
@@ -185,6 +192,9 @@ class _Reader:
         data: dict[str, JSON],
     ) -> None:
         usage, model = msg.get("usage"), msg.get("model")
+        if obj.get("isApiErrorMessage") is True:
+            self.api_error(msg, obj, sid, record, data)
+            return
         if not isinstance(usage, dict) or model == "<synthetic>":
             return
         mid = msg.get("id") or obj.get("requestId") or record
@@ -208,30 +218,51 @@ class _Reader:
         ev = Proposed("model_call", "model.call", [f"model:{mid}"], sid, data=data)
         self.models[str(mid)] = ev
         self.p.events.append(ev)
-        if context is not None:
+        if context is not None and not data.get("sidechain"):
             for compaction in self.awaiting:
-                compaction.data["tokens_after"] = context
-                compaction.data["message"] = (
-                    f"{compaction.data.get('trigger')} compaction: "
-                    f"{compaction.data.get('tokens_before')} -> {context} tokens"
-                )
+                compaction.data["next_reply_tokens"] = context
+                if compaction.data.get("tokens_after") is None:
+                    compaction.data["tokens_after"] = context
+                compaction.data["message"] = compaction_message(compaction.data)
             self.awaiting.clear()
+
+    def api_error(
+        self,
+        msg: dict[str, JSON],
+        obj: dict[str, JSON],
+        sid: str | None,
+        record: str,
+        data: dict[str, JSON],
+    ) -> None:
+        """A reply Claude Code wrote for a failed request: a usage or rate limit is a
+        `quota.exceeded`, any other error a `model.error` (both say why a session stopped)."""
+        text = text_of(msg.get("content")).strip()
+        kind = obj.get("error")
+        kind = kind if isinstance(kind, str) else None
+        quota = kind in _QUOTA_ERRORS or any(w in text.lower() for w in _QUOTA_WORDS)
+        data.update(error=self.s.text(text or str(kind)), kind=kind)
+        kind_, type_ = ("quota", "quota.exceeded") if quota else ("error", "model.error")
+        self.p.events.append(Proposed(kind_, type_, [f"error:{record}"], sid, data=data))
 
     def compaction(self, line: Line, obj: dict[str, JSON]) -> None:
         sid, record, data = self._base(line, obj)
         meta = obj.get("compactMetadata")
         meta = meta if isinstance(meta, dict) else {}
         trigger = meta.get("trigger")
-        before = as_int(meta.get("preTokens"))
         data.update(
             trigger=trigger if isinstance(trigger, str) else None,
-            tokens_before=before,
-            tokens_after=None,
-            message=f"{trigger} compaction: {before} -> ? tokens",
+            tokens_before=as_int(meta.get("preTokens")),
+            tokens_after=as_int(meta.get("postTokens")),  # Claude Code 2.1 writes it
         )
+        data["message"] = compaction_message(data)
         ev = Proposed("compaction", "context.compacted", [f"compact:{record}"], sid, data=data)
         self.awaiting.append(ev)
         self.p.events.append(ev)
+
+
+def compaction_message(c: dict[str, JSON]) -> str:
+    after = c.get("tokens_after")
+    return f"{c.get('trigger')} compaction: {c.get('tokens_before')} -> {after} tokens"
 
 
 def usage_of(usage: dict[str, JSON], sidechain: bool = False) -> dict[str, JSON]:

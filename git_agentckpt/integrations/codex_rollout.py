@@ -65,6 +65,9 @@ class _Reader:
         self.limits: JSON = None  # the last rate limits reported
         self.warned: set[tuple[str, JSON]] = set()  # (window, resets_at) warned about
         self.user_messages: list[Proposed] = []  # response_item user messages (fallback)
+        self.last: JSON = None  # the last token_count's last_token_usage
+        self.response_id: str | None = None  # of the last token_usage_record
+        self.reached: JSON = None  # the last rate_limit_reached_type
         self.prompts = 0
 
     def line(self, line: Line) -> None:
@@ -98,6 +101,8 @@ class _Reader:
             self.response_item(kind, record, data, payload)
         elif type_ == "event_msg":
             self.event_msg(kind, record, data, payload, obj.get("timestamp"))
+        elif type_ == "token_usage_record" and isinstance(payload.get("response_id"), str):
+            self.response_id = payload["response_id"]
 
     def add(self, ev: Proposed) -> Proposed:
         self.p.events.append(ev)
@@ -112,7 +117,7 @@ class _Reader:
             self.call(kind, data, payload)
         elif kind in _OUTPUTS:
             self.output(data, payload)
-        elif kind == "message" and payload.get("role") == "user":
+        elif kind == "message" and payload.get("role") == "user" and _typed(payload):
             text = text_of(payload.get("content"))
             if text.strip() and not text.lstrip().startswith(_OWN_USER_TEXT):
                 self.user_messages.append(self.prompt(record, data, text, add=False))
@@ -192,6 +197,10 @@ class _Reader:
             self.token_count(record, data, payload, at)
         elif kind == "context_compacted":
             self.compacted(record, data, payload)
+        elif kind == "item_completed":
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") == "ContextCompaction":
+                self.compacted(record, data, {})
         elif kind == "error":
             self.error(record, data, payload)
 
@@ -199,40 +208,64 @@ class _Reader:
         self, record: str, data: dict[str, JSON], payload: dict[str, JSON], at: JSON
     ) -> None:
         info = payload.get("info")
-        if isinstance(info, dict) and info.get("total_token_usage") != self.totals:
-            self.totals = info.get("total_token_usage")
+        if isinstance(info, dict):
             last = info.get("last_token_usage")
-            usage = usage_of(last if isinstance(last, dict) else {})
-            context = as_int(usage.get("context_tokens"))
-            window = as_int(info.get("model_context_window"))
-            self.add(
-                Proposed(
-                    "model_call",
-                    "model.call",
-                    [f"model:{record}"],
-                    self.session,
-                    data={
-                        **data,
-                        "model": self.model,
-                        "usage": usage,
-                        "context_window": window,
-                        "message": f"{self.model}: {context} tokens in context",
-                    },
-                )
-            )
-            if self.compaction is not None and context is not None:
-                c = self.compaction.data
-                c["tokens_after"] = context
-                c["message"] = f"compaction: {c.get('tokens_before')} -> {context} tokens"
-            self.compaction = None
-            self.context = context
+            last = last if isinstance(last, dict) else {}
+            if info.get("total_token_usage") != self.totals:
+                self.totals = info.get("total_token_usage")
+                self.model_call(record, dict(data), last, info)
+            elif self.compaction is not None and last != self.last:
+                # the same totals, a new last usage: Codex's count of the compacted history
+                estimate = as_int(last.get("total_tokens"))
+                if estimate is not None and self.compaction.data.get("tokens_after") is None:
+                    self.compaction.data["tokens_after"] = estimate
+                    self.compaction.data["message"] = compaction_message(self.compaction.data)
+                self.context = estimate
+            self.last = last
         limits = payload.get("rate_limits")
         if isinstance(limits, dict):
             self.rate_limits(record, data, limits, at)
 
+    def model_call(
+        self, record: str, data: dict[str, JSON], last: dict[str, JSON], info: dict[str, JSON]
+    ) -> None:
+        usage = usage_of(last)
+        context = as_int(usage.get("context_tokens"))
+        data.update(
+            model=self.model,
+            usage=usage,
+            context_window=as_int(info.get("model_context_window")),
+            message=f"{self.model}: {context} tokens in context",
+        )
+        if self.response_id:
+            data["response_id"] = self.response_id
+            self.response_id = None
+        self.add(Proposed("model_call", "model.call", [f"model:{record}"], self.session, data=data))
+        if self.compaction is not None and context is not None:
+            c = self.compaction.data
+            c["next_reply_tokens"] = context
+            if c.get("tokens_after") is None:
+                c["tokens_after"] = context
+            c["message"] = compaction_message(c)
+        self.compaction = None
+        self.context = context
+
     def rate_limits(
         self, record: str, data: dict[str, JSON], limits: dict[str, JSON], at: JSON
     ) -> None:
+        reached = limits.get("rate_limit_reached_type")
+        if isinstance(reached, str) and reached and reached != self.reached:
+            message = f"rate limit reached: {reached}"
+            self.add(
+                Proposed(
+                    "quota",
+                    "quota.exceeded",
+                    [f"reached:{record}"],
+                    self.session,
+                    data={**data, "kind": reached, "error": message, "message": message},
+                )
+            )
+        self.reached = reached
         windows: dict[str, dict[str, JSON]] = {}
         for name in ("primary", "secondary"):
             window = window_of(limits.get(name), at)
@@ -276,8 +309,8 @@ class _Reader:
             )
 
     def compacted(self, record: str, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
-        if self.compaction is not None and self.compaction.data.get("tokens_after") is None:
-            self.compaction.keys.append(f"compact:{record}")  # the other record of it
+        if self.compaction is not None:  # no model reply since: another record of it
+            self.compaction.keys.append(f"compact:{record}")
             return
         summary = payload.get("message")
         data.update(  # a rollout does not say whether /compact or the limit started it
@@ -300,6 +333,18 @@ class _Reader:
         message = payload.get("message")
         data.update(error=self.s.text(str(message)), kind=kind)
         self.add(Proposed("quota", "quota.exceeded", [f"error:{record}"], self.session, data=data))
+
+
+def _typed(payload: dict[str, JSON]) -> bool:
+    """A user message the user typed: Codex 0.169 marks its items `user.text` (its own
+    context blocks otherwise); older rollouts have no marks."""
+    meta = payload.get("internal_chat_message_metadata_passthrough")
+    kinds = meta.get("content_item_kinds") if isinstance(meta, dict) else None
+    return not isinstance(kinds, list) or "user.text" in kinds
+
+
+def compaction_message(c: dict[str, JSON]) -> str:
+    return f"compaction: {c.get('tokens_before')} -> {c.get('tokens_after')} tokens"
 
 
 def window_of(value: JSON, at: JSON) -> dict[str, JSON] | None:
@@ -326,6 +371,8 @@ def window_of(value: JSON, at: JSON) -> dict[str, JSON] | None:
 
 
 def usage_of(last: dict[str, JSON]) -> dict[str, JSON]:
+    """A reply's token counts (`cache_write_input_tokens` where Codex writes it); its
+    `total_tokens` is `context_tokens`, the size of the context after that reply."""
     names = (
         "input_tokens",
         "cached_input_tokens",
@@ -334,6 +381,8 @@ def usage_of(last: dict[str, JSON]) -> dict[str, JSON]:
         "total_tokens",
     )
     counts: dict[str, JSON] = {n: as_int(last.get(n)) for n in names}
+    if "cache_write_input_tokens" in last:
+        counts["cache_write_input_tokens"] = as_int(last["cache_write_input_tokens"])
     total = counts["total_tokens"]
     if total is None and counts["input_tokens"] is not None:
         total = (counts["input_tokens"] or 0) + (counts["output_tokens"] or 0)

@@ -12,8 +12,9 @@ read back and the keys of that agent's events collected; an event whose keys are
 there is already imported. The refs are the only truth: nothing is cached beside them,
 so a log rewound, fetched or merged is read as it is. Importing the same file again
 adds nothing; importing it after the session grew adds only the new records; a tool
-call imported before its result existed gets its result as a `tool.result` event. A
-`tool.call` a hook wrote (`actor.call` = the tool id) counts as imported too.
+call imported before its result existed gets its result as a `tool.result` event.
+What a hook logged during the session counts as imported too: a `tool.call` by its tool
+id (`actor.call` or `data.tool_use_id`), a `user.prompt` by its `data.prompt_id`.
 
 Cost: the read-back is one pass over the task's log (measured on a 20k-record
 transcript: see README, "Auditing a session run without hooks").
@@ -34,7 +35,7 @@ from git_agentckpt.integrations.transcripts import (
     Summarizer,
     read_lines,
 )
-from git_agentckpt.model import JSON
+from git_agentckpt.model import JSON, Event
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import Workspace
@@ -49,7 +50,7 @@ PARSERS: dict[str, Callable[[Iterable[Line], Summarizer], Parsed]] = {
     "claude-code": claude_transcript.parse,
     "codex": codex_rollout.parse,
 }
-KINDS = ("prompt", "tool_call", "tool_result", "model_call", "compaction", "quota")
+KINDS = ("prompt", "tool_call", "tool_result", "model_call", "compaction", "quota", "error")
 
 
 @dataclass
@@ -145,9 +146,22 @@ def imported_keys(log: EventLog, task: TaskName, agent: str) -> set[str]:
         if isinstance(marks, list):
             if actor.get("agent") == agent:
                 keys.update(k for k in marks if isinstance(k, str))
-        elif ev.type == "tool.call" and isinstance(actor.get("call"), str):
-            keys.update((f"call:{actor['call']}", f"result:{actor['call']}"))
+        else:
+            keys.update(hook_keys(ev))
     return keys
+
+
+def hook_keys(ev: Event) -> list[str]:
+    """What an event a hook logged stands for: a tool call (`actor.call` or
+    `data.tool_use_id`) with its result, a prompt (`data.prompt_id`, Claude Code's
+    `promptId`)."""
+    if ev.type == "tool.call":
+        ids = (ev.actor.get("call"), ev.data.get("tool_use_id"))
+        return [f"{k}:{i}" for i in ids if isinstance(i, str) and i for k in ("call", "result")]
+    prompt = ev.data.get("prompt_id")
+    if ev.type == "user.prompt" and isinstance(prompt, str) and prompt:
+        return [f"promptid:{prompt}"]
+    return []
 
 
 def select(

@@ -214,7 +214,15 @@ def as_int(value: JSON) -> int | None:
     return None
 
 
-CODEX_TYPES = ("session_meta", "turn_context", "response_item", "event_msg", "compacted")
+CODEX_TYPES = (
+    "session_meta",
+    "turn_context",
+    "response_item",
+    "event_msg",
+    "compacted",
+    "token_usage_record",
+    "world_state",
+)
 
 
 def looks_like(obj: dict[str, JSON]) -> str | None:
