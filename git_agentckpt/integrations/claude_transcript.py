@@ -124,7 +124,7 @@ class _Reader:
                 "user.prompt",
                 keys,
                 sid,
-                input={"prompt": self.s.text(text), "bytes": size_of(text)},
+                input={"prompt": text, "bytes": size_of(text)},
                 data=data,
             )
         )
@@ -135,7 +135,7 @@ class _Reader:
             return
         sid, record, data = self._base(line, obj)
         text = text_of(block.get("content"))
-        output: dict[str, JSON] = {"text": self.s.text(text), "bytes": size_of(text)}
+        output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
         status = "error" if block.get("is_error") is True else "ok"
         call = self.calls.pop(tid, None)
         if call is None:  # its tool_use is not in this file: the result alone
@@ -176,7 +176,7 @@ class _Reader:
                 [f"call:{tid}"],
                 sid,
                 tid,
-                input=self.s.value(block.get("input")),
+                input=block.get("input"),
                 data={**data, "tool": tool, "status": "no_result", "message": f"{tool}: no result"},
             )
             self.calls[tid] = call

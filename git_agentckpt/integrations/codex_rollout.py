@@ -136,8 +136,7 @@ class _Reader:
                 raw = json.loads(raw)
         data.update(tool=tool, status="no_result", message=f"{tool}: no result")
         keys = [f"call:{cid}"]
-        tool_input = self.s.value(raw)
-        ev = Proposed("tool_call", "tool.call", keys, self.session, cid, tool_input, None, data)
+        ev = Proposed("tool_call", "tool.call", keys, self.session, cid, raw, None, data)
         self.calls[cid] = self.add(ev)
 
     def output(self, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
@@ -150,7 +149,7 @@ class _Reader:
             status = "error" if out.get("success") is False else "ok"
             out = out.get("content")
         text = text_of(out)
-        output: dict[str, JSON] = {"text": self.s.text(text), "bytes": size_of(text)}
+        output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
         call = self.calls.pop(cid, None)
         if call is None:
             data.update(status=status, message=f"result: {status}")
@@ -176,7 +175,7 @@ class _Reader:
             "user.prompt",
             [f"prompt:{record}"],
             self.session,
-            input={"prompt": self.s.text(text), "bytes": size_of(text)},
+            input={"prompt": text, "bytes": size_of(text)},
             data=data,
         )
         if add:

@@ -91,7 +91,8 @@ def import_transcript(
     if agent not in PARSERS:
         raise UsageError(f"unknown agent {agent!r}", hint=f"use one of: {', '.join(AGENTS)}")
     redactor = ws.log.redactor
-    parsed = PARSERS[agent](read_lines(path, shown), Summarizer(redactor.value))
+    summarize = Summarizer(redactor.value)
+    parsed = PARSERS[agent](read_lines(path, shown), summarize)
     _check_agent(parsed, agent, shown)
     for number, problem in parsed.malformed[:MAX_WARNINGS]:
         ws.store.warn(f"{shown}:{number}: skipped a line that is {problem}")
@@ -114,7 +115,8 @@ def import_transcript(
         result.imported[ev.kind] = result.imported.get(ev.kind, 0) + 1
     if not dry_run:
         for start in range(0, len(new), CHUNK):
-            ws.append_events(task.name, [ev.to_event(agent) for ev in new[start : start + CHUNK]])
+            chunk = new[start : start + CHUNK]
+            ws.append_events(task.name, [ev.to_event(agent, summarize) for ev in chunk])
     return result
 
 

@@ -87,6 +87,8 @@ def read_lines(path: str, shown: str) -> Iterator[Line]:
 class Proposed:
     """An event a parser proposes, with the keys that make importing it idempotent.
 
+    `input` and `output` are the agent's values as recorded (`to_event` summarises them);
+    `data` holds only short values, already redacted where they are cut.
     `keys`: the records this event stands for (`call:ID` and `result:ID` for a tool call
     with its result, `prompt:RECORD`, ...), stored in the event's `actor.import`; an
     event whose every key is already in the task's log is not appended again. `kind`
@@ -102,14 +104,20 @@ class Proposed:
     output: JSON = None
     data: dict[str, JSON] = field(default_factory=dict)
 
-    def to_event(self, agent: str) -> NewEvent:
+    def to_event(self, agent: str, summarize: Summarizer) -> NewEvent:
+        """The event to append: `input` and `output` (the agent's own values until now:
+        only the events appended pay for redacting and cutting them) summarised."""
         actor: dict[str, JSON] = {"agent": agent, "import": list(self.keys)}
         if self.session:
             actor["session"] = self.session
         if self.call:
             actor["call"] = self.call
         return NewEvent(
-            self.type, actor=actor, input=self.input, output=self.output, data=dict(self.data)
+            self.type,
+            actor=actor,
+            input=summarize.value(self.input),
+            output=summarize.value(self.output),
+            data=dict(self.data),
         )
 
 
