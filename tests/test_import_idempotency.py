@@ -18,6 +18,7 @@ from transcript_fixtures import (
     CLAUDE_SESSION,
     CODEX,
     RECORDED_CLAUDE,
+    RECORDED_CLAUDE_E2E,
     RECORDED_CODEX,
     copy,
     import_json,
@@ -44,6 +45,7 @@ def task(repo: Path) -> Path:
         ("claude-code", CLAUDE),
         ("codex", CODEX),
         ("claude-code", RECORDED_CLAUDE),
+        ("claude-code", RECORDED_CLAUDE_E2E),
         ("codex", RECORDED_CODEX),
     ],
 )
@@ -65,6 +67,7 @@ def test_importing_twice_is_importing_once(task: Path, agent: str, path: Path) -
         ("codex", CODEX, 7),  # after call_1, before its output
         ("codex", CODEX, 17),  # between `compacted` and `context_compacted`
         ("claude-code", RECORDED_CLAUDE, 41),  # after the boundary, before the next reply
+        ("claude-code", RECORDED_CLAUDE_E2E, 122),  # killed in toolu_0011: no result yet
         ("codex", RECORDED_CODEX, 33),  # after `compacted`, before Codex's count
     ],
 )

@@ -18,6 +18,7 @@ from transcript_fixtures import (
     CODEX,
     CODEX_SESSION,
     RECORDED_CLAUDE,
+    RECORDED_CLAUDE_E2E,
     RECORDED_CODEX,
     copy,
     import_json,
@@ -286,3 +287,37 @@ def test_recorded_codex_rollout(task: Path) -> None:
     assert compaction.data["tokens_before"] == 1020  # the summary request's context
     assert compaction.data["tokens_after"] == 7023  # Codex's count of the new history
     assert compaction.data["next_reply_tokens"] == 1020
+
+
+def test_recorded_claude_code_session_with_hooks_and_a_kill(task: Path) -> None:
+    """Claude Code 2.1.328 under `git ckpt hook claude-code` (h13d's end-to-end test): two
+    steps, /compact, a turn killed while the model's reply was held, a restart."""
+    summary = import_json(task, "claude-code", RECORDED_CLAUDE_E2E)
+    assert summary["sessions"] == ["25951a21-d25f-45e6-bc2e-ef2b74aa6872"]
+    assert summary["imported"]["prompt"] == 5 and summary["imported"]["model_call"] == 11
+    evs = imported(task)
+    prompts = [e.input["prompt"] for e in evs if e.type == "user.prompt"]
+    assert [p for p in prompts if not p.startswith("<command-name>")] == [
+        "Work on task notes: do step s1.",
+        "Now do step s2.",
+        "Continue the task.",
+        "Continue the task.",
+    ]
+    calls = [e for e in evs if e.type == "tool.call"]
+    assert [(c.actor["call"], c.data["tool"], c.data["status"]) for c in calls] == [
+        ("toolu_0001", "Bash", "ok"),
+        ("toolu_0002", "Write", "ok"),
+        ("toolu_0003", "Bash", "ok"),
+        ("toolu_0005", "Bash", "error"),  # step start refused: the task was recovering
+        ("toolu_0006", "Write", "ok"),
+        ("toolu_0007", "Bash", "ok"),
+        ("toolu_0010", "Bash", "error"),
+        ("toolu_0011", "Write", "interrupted"),  # the kill; written on restart
+    ]
+    assert calls[0].input["command"] == "git ckpt step start notes s1"
+    assert calls[3].output["text"].startswith("Exit code 13\ngit ckpt: error: task notes is")
+    assert calls[7].output["text"].startswith("[Tool call interrupted")
+    (compaction,) = [e for e in evs if e.type == "context.compacted"]
+    assert (compaction.data["tokens_before"], compaction.data["tokens_after"]) == (1923, 4322)
+    # the restart's "No response requested." is Claude Code's own (<synthetic>): no model call
+    assert all(e.data["model"] == "claude-opus-5-5" for e in evs if e.type == "model.call")

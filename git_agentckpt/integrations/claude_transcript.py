@@ -9,7 +9,9 @@ agents.md and the transcripts recorded in tests/fixtures/agents/):
   with `data.command`);
 - `assistant` with `tool_use` blocks: a `tool.call` each, matched by id with the
   `tool_result` block of a later `user` line (its text is the output, `is_error` makes
-  `data.status` "error"); a call whose result never came is `status: no_result`, and a
+  `data.status` "error", and a `toolDenialKind` such as "interrupted", which Claude Code
+  writes on restart for a call cut off by a kill, is the status); a call whose result
+  never came is `status: no_result`, and a
   result that comes in a later import of the grown file is a `tool.result` event;
 - `assistant` `message.usage`: one `model.call` per model reply (`message.id`; Claude
   Code writes one line per content block, all with the same id: the last usage wins),
@@ -137,6 +139,9 @@ class _Reader:
         text = text_of(block.get("content"))
         output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
         status = "error" if block.get("is_error") is True else "ok"
+        denial = obj.get("toolDenialKind")  # "interrupted": the session died in the call
+        if isinstance(denial, str) and denial:
+            status = denial
         call = self.calls.pop(tid, None)
         if call is None:  # its tool_use is not in this file: the result alone
             data.update(status=status, message=f"result: {status}")
