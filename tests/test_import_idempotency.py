@@ -7,12 +7,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import git
-from helpers import ckpt, real_ckpt
+from helpers import Gate, ckpt, real_ckpt
 from transcript_fixtures import (
     CLAUDE,
     CLAUDE_SESSION,
@@ -132,6 +133,34 @@ def test_a_prompt_logged_by_a_hook_is_not_imported_again(task: Path) -> None:
     assert summary["imported"]["prompt"] == 2 and summary["already_imported"] == 1
     prompts = [e.input["prompt"] for e in imported(task) if e.type == "user.prompt" and e.input]
     assert "next" not in prompts
+
+
+RACER = """
+import os, sys
+import git_agentckpt
+print("ready", flush=True)
+os.read(int(sys.argv[3]), 1)
+ck = git_agentckpt.open(sys.argv[1])
+print(ck.import_transcript("claude-code", sys.argv[2], "t").events)
+"""
+
+
+def test_two_imports_at_once_import_once(task: Path) -> None:
+    gate = Gate()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(task), str(RECORDED_CLAUDE_E2E), str(gate.fd)],
+            stdout=subprocess.PIPE,
+            text=True,
+            pass_fds=gate.fds,
+        )
+        for _ in range(3)
+    ]
+    gate.open(procs)
+    written = sorted(int(p.communicate(timeout=120)[0].split()[-1]) for p in procs)
+    assert written == [0, 0, 25]  # one import wrote everything, the others nothing
+    keys = [k for e in imported(task) for k in e.actor["import"]]
+    assert len(keys) == len(set(keys))
 
 
 # -- secrets, caps, read-only --------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import ckpt
@@ -218,6 +219,26 @@ def test_codex_quota_is_why_the_last_session_stopped(task: Path) -> None:
     import_json(task, "codex", CODEX)
     out = ckpt(task, "resume", "t", "--brief-only", ok=False).stdout
     assert "quota.exceeded" in out and "You've hit your usage limit" in out
+
+
+def test_codex_errors_say_why_the_session_stopped(task: Path, tmp_path: Path) -> None:
+    def line(payload: dict[str, Any]) -> str:
+        return json.dumps({"timestamp": "2026-11-30T12:00:00Z", "type": "event_msg",
+                           "payload": payload}) + "\n"  # fmt: skip
+
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(
+        line({"type": "error", "message": "stream disconnected before completion"})
+        + line({"type": "token_count", "info": None,
+                "rate_limits": {"primary": None, "rate_limit_reached_type": "primary"}})
+    )  # fmt: skip
+    import_json(task, "codex", path)
+    evs = imported(task)
+    assert [(e.type, e.data["error"]) for e in evs] == [
+        ("model.error", "stream disconnected before completion"),
+        ("quota.exceeded", "rate limit reached: primary"),
+    ]
+    assert all(is_stop_signal(e) for e in evs)
 
 
 # -- transcripts recorded from the real agents ----------------------------------------

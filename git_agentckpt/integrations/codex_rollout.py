@@ -21,7 +21,9 @@ for the Nth identical line). Records read:
 - `compacted` and `event_msg` `context_compacted` (one compaction when both are
   written for it): a `context.compacted` event, `tokens_before` the context of the
   reply before it and `tokens_after` that of the next one;
-- `event_msg` `error` of a usage limit or rate limit: a `quota.exceeded` event.
+- `event_msg` `error`: a `quota.exceeded` event for a usage limit or rate limit
+  (`codex_error_info`), a `model.error` for any other; `rate_limits` with a
+  `rate_limit_reached_type`: a `quota.exceeded` too.
 """
 
 from __future__ import annotations
@@ -327,11 +329,13 @@ class _Reader:
     def error(self, record: str, data: dict[str, JSON], payload: dict[str, JSON]) -> None:
         info = payload.get("codex_error_info")
         kind = next(iter(info), None) if isinstance(info, dict) else info
-        if kind not in _QUOTA_ERRORS:
-            return
         message = payload.get("message")
-        data.update(error=self.s.text(str(message)), kind=kind)
-        self.add(Proposed("quota", "quota.exceeded", [f"error:{record}"], self.session, data=data))
+        data.update(error=self.s.text(str(message)), kind=kind if isinstance(kind, str) else None)
+        keys = [f"error:{record}"]
+        if kind in _QUOTA_ERRORS:
+            self.add(Proposed("quota", "quota.exceeded", keys, self.session, data=data))
+        else:
+            self.add(Proposed("error", "model.error", keys, self.session, data=data))
 
 
 def _typed(payload: dict[str, JSON]) -> bool:

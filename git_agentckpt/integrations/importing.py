@@ -16,13 +16,19 @@ call imported before its result existed gets its result as a `tool.result` event
 What a hook logged during the session counts as imported too: a `tool.call` by its tool
 id (`actor.call` or `data.tool_use_id`), a `user.prompt` by its `data.prompt_id`.
 
+Two imports into one task run one after the other (a flock per task), so the second
+sees what the first appended. A hook appending during an import takes no such lock: a
+tool call it logs in that moment may be imported once more.
+
 Cost: the read-back is one pass over the task's log (measured on a 20k-record
 transcript: see README, "Auditing a session run without hooks").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from git_agentckpt.errors import UsageError
@@ -99,8 +105,36 @@ def import_transcript(
     if len(parsed.malformed) > MAX_WARNINGS:
         more = len(parsed.malformed) - MAX_WARNINGS
         ws.store.warn(f"{shown}: {more} more malformed lines skipped")
+    with _import_lock(ws, task, dry_run):  # a second import waits, then sees the first's
+        return _append_new(ws, task, agent, parsed, shown, summarize, dry_run)
+
+
+@contextlib.contextmanager
+def _import_lock(ws: Workspace, task: TaskName, dry_run: bool) -> Iterator[None]:
+    """Imports into one task, one at a time (`agent/locks/<task>.import.flock` in the
+    common git dir): the read-back and the append of one are never interleaved with
+    another's. A dry run only reads: no lock."""
+    if dry_run:
+        yield
+        return
+    from git_agentckpt.git.worktree import locked
+
+    name = task.name.replace("/", "%") + ".import.flock"
+    with locked(os.path.join(ws.repo.common_dir, "agent", "locks", name)):
+        yield
+
+
+def _append_new(
+    ws: Workspace,
+    task: TaskName,
+    agent: str,
+    parsed: Parsed,
+    shown: str,
+    summarize: Summarizer,
+    dry_run: bool,
+) -> ImportResult:
     known = imported_keys(ws.log, task, agent)
-    new, already = select(parsed.events, known, redactor.text)
+    new, already = select(parsed.events, known, ws.log.redactor.text)
     result = ImportResult(
         agent,
         shown,
