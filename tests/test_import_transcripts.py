@@ -133,6 +133,34 @@ def test_compaction_at_the_end_has_no_tokens_after(task: Path, tmp_path: Path) -
     assert compaction.data["tokens_after"] is None
 
 
+def test_claude_api_error_replies_say_why_the_session_stopped(
+    task: Path, tmp_path: Path
+) -> None:
+    def error_line(n: int, text: str, **extra: Any) -> str:
+        return json.dumps({
+            "type": "assistant", "uuid": f"e{n}", "sessionId": "s", "isApiErrorMessage": True,
+            "timestamp": f"2026-11-30T12:00:0{n}Z", **extra,
+            "message": {"id": f"m{n}", "role": "assistant", "model": "<synthetic>",
+                        "usage": {"input_tokens": 0, "output_tokens": 0},
+                        "content": [{"type": "text", "text": text}]},
+        }) + "\n"  # fmt: skip
+
+    path = tmp_path / "errors.jsonl"
+    path.write_text(
+        error_line(1, "API Error: 500 Internal server error")
+        + error_line(2, "Claude AI usage limit reached|1796050800")
+        + error_line(3, "API Error: 429", error="rate_limit")
+    )
+    import_json(task, "claude-code", path)
+    evs = imported(task)
+    assert [(e.type, e.data["error"]) for e in evs] == [
+        ("model.error", "API Error: 500 Internal server error"),
+        ("quota.exceeded", "Claude AI usage limit reached|1796050800"),
+        ("quota.exceeded", "API Error: 429"),
+    ]
+    assert evs[2].data["kind"] == "rate_limit" and all(is_stop_signal(e) for e in evs)
+
+
 # -- Codex ---------------------------------------------------------------------------
 
 

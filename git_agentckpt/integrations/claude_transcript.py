@@ -245,7 +245,8 @@ class _Reader:
         kind = obj.get("error")
         kind = kind if isinstance(kind, str) else None
         quota = kind in _QUOTA_ERRORS or any(w in text.lower() for w in _QUOTA_WORDS)
-        data.update(error=self.s.text(text or str(kind)), kind=kind)
+        error = self.s.text(text or str(kind))
+        data.update(error=error, kind=kind, message=error[:60])
         kind_, type_ = ("quota", "quota.exceeded") if quota else ("error", "model.error")
         self.p.events.append(Proposed(kind_, type_, [f"error:{record}"], sid, data=data))
 

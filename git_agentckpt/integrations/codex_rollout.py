@@ -330,7 +330,8 @@ class _Reader:
         info = payload.get("codex_error_info")
         kind = next(iter(info), None) if isinstance(info, dict) else info
         message = payload.get("message")
-        data.update(error=self.s.text(str(message)), kind=kind if isinstance(kind, str) else None)
+        error = self.s.text(str(message))
+        data.update(error=error, kind=kind if isinstance(kind, str) else None, message=error[:60])
         keys = [f"error:{record}"]
         if kind in _QUOTA_ERRORS:
             self.add(Proposed("quota", "quota.exceeded", keys, self.session, data=data))
