@@ -21,6 +21,7 @@ from transcript_fixtures import (
     RECORDED_CLAUDE,
     RECORDED_CLAUDE_E2E,
     RECORDED_CODEX,
+    RECORDED_CODEX_E2E,
     copy,
     import_json,
     imported,
@@ -48,6 +49,7 @@ def task(repo: Path) -> Path:
         ("claude-code", RECORDED_CLAUDE),
         ("claude-code", RECORDED_CLAUDE_E2E),
         ("codex", RECORDED_CODEX),
+        ("codex", RECORDED_CODEX_E2E),
     ],
 )
 def test_importing_twice_is_importing_once(task: Path, agent: str, path: Path) -> None:
@@ -70,6 +72,7 @@ def test_importing_twice_is_importing_once(task: Path, agent: str, path: Path) -
         ("claude-code", RECORDED_CLAUDE, 41),  # after the boundary, before the next reply
         ("claude-code", RECORDED_CLAUDE_E2E, 122),  # killed in toolu_0011: no result yet
         ("codex", RECORDED_CODEX, 33),  # after `compacted`, before Codex's count
+        ("codex", RECORDED_CODEX_E2E, 52),  # in `step start notes s2`, before its output
     ],
 )
 def test_a_grown_transcript_adds_only_the_new_records(

@@ -21,6 +21,7 @@ from transcript_fixtures import (
     RECORDED_CLAUDE,
     RECORDED_CLAUDE_E2E,
     RECORDED_CODEX,
+    RECORDED_CODEX_E2E,
     copy,
     import_json,
     imported,
@@ -370,3 +371,40 @@ def test_recorded_claude_code_session_with_hooks_and_a_kill(task: Path) -> None:
     assert (compaction.data["tokens_before"], compaction.data["tokens_after"]) == (1923, 4322)
     # the restart's "No response requested." is Claude Code's own (<synthetic>): no model call
     assert all(e.data["model"] == "claude-opus-5-5" for e in evs if e.type == "model.call")
+
+
+def test_recorded_codex_session_with_hooks(task: Path) -> None:
+    """Codex 0.169.0 under `git ckpt hook codex` (h13d's end-to-end test): step s1 by
+    exec_command and apply_patch, an automatic compaction, then step s2, whose
+    `git ckpt step start` failed (exit 13: the task was recovering)."""
+    summary = import_json(task, "codex", RECORDED_CODEX_E2E)
+    assert summary["sessions"] == ["01a22d3f-4182-7750-b796-a8e30e469b9b"]
+    assert summary["imported"] == {
+        "prompt": 2,
+        "tool_call": 7,
+        "tool_result": 0,
+        "model_call": 10,
+        "compaction": 1,
+        "quota": 0,
+        "error": 0,
+    }
+    evs = imported(task)
+    assert [e.input["prompt"] for e in evs if e.type == "user.prompt"] == [
+        "Work on task notes: do step s1.",
+        "Continue the task.",
+    ]
+    calls = [e for e in evs if e.type == "tool.call"]
+    assert [(c.actor["call"], c.data["tool"], c.data["status"]) for c in calls] == [
+        ("call_0001", "exec_command", "ok"),
+        ("call_0002", "apply_patch", "ok"),
+        ("call_0003", "exec_command", "ok"),
+        ("call_0004", "exec_command", "ok"),
+        ("call_0007", "exec_command", "error"),  # the exit status in the output's header
+        ("call_0008", "apply_patch", "ok"),
+        ("call_0009", "exec_command", "ok"),
+    ]
+    assert [c.data["exit_code"] for c in calls] == [0, 0, 0, 0, 13, 0, 0]
+    assert calls[0].input == {"cmd": "git ckpt step start notes s1", "login": False}
+    (compaction,) = [e for e in evs if e.type == "context.compacted"]
+    assert compaction.data["tokens_before"] == 1020 and compaction.data["tokens_after"] == 6900
+    assert compaction.data["line"] == 41

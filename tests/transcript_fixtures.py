@@ -3,8 +3,9 @@
 Fixtures (tests/fixtures/agents/): `claude_handwritten.jsonl` and
 `codex_handwritten.jsonl` are hand-written in the documented shapes (../shared
 agents.md, codex-rs `RolloutLine`); `@SECRET@` in them is replaced by a token made at
-run time where a test needs a secret. `claude_recorded.jsonl`, `claude_recorded_e2e.jsonl`
-(hooks = `git ckpt hook claude-code`) and `codex_recorded.jsonl` were recorded by h13d
+run time where a test needs a secret. `claude_recorded.jsonl`, `codex_recorded.jsonl`,
+`claude_recorded_e2e.jsonl` and `codex_recorded_e2e.jsonl` (the last two with hooks =
+`git ckpt hook claude-code|codex`, h13d's end-to-end tests) were recorded by h13d
 from the real Claude Code 2.1.328 and Codex 0.169.0 against scripted model servers, and
 are kept as they are (their /tmp paths are data).
 """
@@ -27,6 +28,7 @@ CLAUDE_SESSION = "6f1c2b9e-3a4d-4c5e-9f10-0a1b2c3d4e5f"
 RECORDED_CLAUDE = FIXTURES / "claude_recorded.jsonl"
 RECORDED_CODEX = FIXTURES / "codex_recorded.jsonl"
 RECORDED_CLAUDE_E2E = FIXTURES / "claude_recorded_e2e.jsonl"
+RECORDED_CODEX_E2E = FIXTURES / "codex_recorded_e2e.jsonl"
 CODEX_SESSION = "019abcde-0123-7456-89ab-cdef01234567"
 
 

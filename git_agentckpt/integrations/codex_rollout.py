@@ -11,7 +11,8 @@ for the Nth identical line). Records read:
 - `response_item` `function_call` / `custom_tool_call` / `local_shell_call`: a
   `tool.call`, matched by `call_id` with its `function_call_output` /
   `custom_tool_call_output` (a JSON `arguments` string is parsed; an output object's
-  `success: false` makes the status "error");
+  `success: false`, or an exit status other than 0 in the output's header, makes the
+  status "error"; the exit status is `data.exit_code`);
 - `event_msg` `token_count`: a `model.call` when `info.total_token_usage` grew (one
   per model reply; a repeat with the same totals only refreshes rate limits), with
   `last_token_usage` as usage and its `total_tokens` as `context_tokens`; its
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 
 from git_agentckpt.integrations.transcripts import (
@@ -152,6 +154,10 @@ class _Reader:
             out = out.get("content")
         text = text_of(out)
         output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
+        code = exit_code_of(text)
+        if code is not None:
+            data["exit_code"] = code
+            status = "error" if code != 0 else status
         call = self.calls.pop(cid, None)
         if call is None:
             data.update(status=status, message=f"result: {status}")
@@ -169,6 +175,8 @@ class _Reader:
             result_record=data["record"],
             result_line=data["line"],
         )
+        if code is not None:
+            call.data["exit_code"] = code
 
     def prompt(self, record: str, data: dict[str, JSON], text: str, add: bool = True) -> Proposed:
         data["message"] = self.s.text(text.strip().splitlines()[0])[:60]
@@ -337,6 +345,26 @@ class _Reader:
             self.add(Proposed("quota", "quota.exceeded", keys, self.session, data=data))
         else:
             self.add(Proposed("error", "model.error", keys, self.session, data=data))
+
+
+_EXIT_RE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
+
+
+def exit_code_of(text: str) -> int | None:
+    """The exit status Codex writes in the header of a command's output (`Process exited
+    with code N` before `Output:`; `Exit code: N` of apply_patch), or in the older JSON
+    output's `metadata.exit_code`; never read from the command's own output."""
+    header = text.split("\nOutput:", 1)[0] if "\nOutput:" in text else ""
+    found = _EXIT_RE.search(header)
+    if found:
+        return int(found.group(1))
+    if text.startswith("{"):
+        with contextlib.suppress(ValueError, RecursionError):
+            obj = json.loads(text)
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            if isinstance(meta, dict):
+                return as_int(meta.get("exit_code"))
+    return None
 
 
 def _typed(payload: dict[str, JSON]) -> bool:

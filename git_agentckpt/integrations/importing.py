@@ -229,6 +229,8 @@ def late_result(call: Proposed) -> Proposed:
         "status": d.get("status"),
         "message": f"{d.get('tool')} result: {d.get('status')}",
     }
+    if "exit_code" in d:
+        data["exit_code"] = d["exit_code"]
     keys = [k for k in call.keys if k.startswith("result:")]
     out = call.output
     return Proposed("tool_result", "tool.result", keys, call.session, call.call, None, out, data)
