@@ -282,6 +282,9 @@ def test_a_file_that_is_no_transcript_is_refused(task: Path, tmp_path: Path) -> 
     assert "is not a Claude Code transcript: none of its 2 lines is a record of it" in line
     missing = ckpt(task, "import", "codex", str(tmp_path / "nope.jsonl"), "-t", "t", ok=False)
     assert missing.exit_code == 2 and "cannot read transcript" in missing.stderr
+    empty = tmp_path / "new-session.jsonl"  # a session that wrote nothing yet
+    empty.write_text("")
+    assert import_json(task, "codex", empty)["events"] == 0
 
 
 def test_the_task_is_chosen_as_elsewhere(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
