@@ -91,7 +91,7 @@ def test_claude_tool_calls_are_paired_with_their_results(task: Path) -> None:
     assert write.actor["import"] == ["call:toolu_01", "result:toolu_01"]
     failed = calls["toolu_02"]
     assert failed.input == {"command": "pytest -q", "description": "Run tests"}
-    assert failed.data["status"] == "error"
+    assert failed.data["status"] == "failed"
     assert "1 failed, 1 passed" in failed.output["text"]
     # two tool_use blocks of one reply, their results on two later lines
     assert calls["toolu_03"].output["text"] == "MODE=fast\nGITHUB_TOKEN=@SECRET@\n"
@@ -358,10 +358,10 @@ def test_recorded_claude_code_session_with_hooks_and_a_kill(task: Path) -> None:
         ("toolu_0001", "Bash", "ok"),
         ("toolu_0002", "Write", "ok"),
         ("toolu_0003", "Bash", "ok"),
-        ("toolu_0005", "Bash", "error"),  # step start refused: the task was recovering
+        ("toolu_0005", "Bash", "failed"),  # step start refused: the task was recovering
         ("toolu_0006", "Write", "ok"),
         ("toolu_0007", "Bash", "ok"),
-        ("toolu_0010", "Bash", "error"),
+        ("toolu_0010", "Bash", "failed"),
         ("toolu_0011", "Write", "interrupted"),  # the kill; written on restart
     ]
     assert calls[0].input["command"] == "git ckpt step start notes s1"
@@ -399,7 +399,7 @@ def test_recorded_codex_session_with_hooks(task: Path) -> None:
         ("call_0002", "apply_patch", "ok"),
         ("call_0003", "exec_command", "ok"),
         ("call_0004", "exec_command", "ok"),
-        ("call_0007", "exec_command", "error"),  # the exit status in the output's header
+        ("call_0007", "exec_command", "failed"),  # the exit status in the output's header
         ("call_0008", "apply_patch", "ok"),
         ("call_0009", "exec_command", "ok"),
     ]

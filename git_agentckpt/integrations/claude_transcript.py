@@ -9,7 +9,7 @@ agents.md and the transcripts recorded in tests/fixtures/agents/):
   with `data.command`);
 - `assistant` with `tool_use` blocks: a `tool.call` each, matched by id with the
   `tool_result` block of a later `user` line (its text is the output, `is_error` makes
-  `data.status` "error", and a `toolDenialKind` such as "interrupted", which Claude Code
+  `data.status` "failed", and a `toolDenialKind` such as "interrupted", which Claude Code
   writes on restart for a call cut off by a kill, is the status); a call whose result
   never came is `status: no_result`, and a
   result that comes in a later import of the grown file is a `tool.result` event;
@@ -138,7 +138,7 @@ class _Reader:
         sid, record, data = self._base(line, obj)
         text = text_of(block.get("content"))
         output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
-        status = "error" if block.get("is_error") is True else "ok"
+        status = "failed" if block.get("is_error") is True else "ok"
         denial = obj.get("toolDenialKind")  # "interrupted": the session died in the call
         if isinstance(denial, str) and denial:
             status = denial

@@ -12,7 +12,7 @@ for the Nth identical line). Records read:
   `tool.call`, matched by `call_id` with its `function_call_output` /
   `custom_tool_call_output` (a JSON `arguments` string is parsed; an output object's
   `success: false`, or an exit status other than 0 in the output's header, makes the
-  status "error"; the exit status is `data.exit_code`);
+  status "failed"; the exit status is `data.exit_code`);
 - `event_msg` `token_count`: a `model.call` when `info.total_token_usage` grew (one
   per model reply; a repeat with the same totals only refreshes rate limits), with
   `last_token_usage` as usage and its `total_tokens` as `context_tokens`; its
@@ -150,14 +150,14 @@ class _Reader:
         out = payload.get("output")
         status = "ok"
         if isinstance(out, dict):  # {content, success}
-            status = "error" if out.get("success") is False else "ok"
+            status = "failed" if out.get("success") is False else "ok"
             out = out.get("content")
         text = text_of(out)
         output: dict[str, JSON] = {"text": text, "bytes": size_of(text)}
         code = exit_code_of(text)
         if code is not None:
             data["exit_code"] = code
-            status = "error" if code != 0 else status
+            status = "failed" if code != 0 else status
         call = self.calls.pop(cid, None)
         if call is None:
             data.update(status=status, message=f"result: {status}")
