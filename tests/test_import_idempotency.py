@@ -107,6 +107,17 @@ def test_a_grown_transcript_adds_only_the_new_records(
         assert result.output["text"] == "File created successfully at: /tmp/proj/notes/a.txt"
 
 
+def test_a_record_the_file_holds_twice_is_imported_once(task: Path, tmp_path: Path) -> None:
+    lines = CLAUDE.read_text().splitlines(keepends=True)
+    path = tmp_path / "twice.jsonl"
+    path.write_text("".join(lines[:4] + lines[:4] + lines[4:]))  # a prompt and a call again
+    summary = import_json(task, "claude-code", path)
+    # the prompt and the tool call once more (the reply, msg_01, is one model call anyway)
+    assert summary["events"] == 15 and summary["already_imported"] == 2
+    keys = [k for e in imported(task) for k in e.actor["import"]]
+    assert len(keys) == len(set(keys))
+
+
 @pytest.mark.parametrize(
     "logged",
     [

@@ -109,7 +109,7 @@ class _Reader:
         sid, record, data = self._base(line, obj)
         command = _COMMAND_RE.search(text)
         if command:
-            data["command"] = command.group(1)
+            data["command"] = self.s.text(command.group(1))[:200]
             args = _ARGS_RE.search(text)
             if args and args.group(1).strip():
                 data["args"] = self.s.text(args.group(1).strip())

@@ -204,9 +204,11 @@ def select(
     events: list[Proposed], known: set[str], redact: Callable[[str], str]
 ) -> tuple[list[Proposed], int]:
     """The events to append, and how many were imported already. A tool call imported
-    before its result existed comes back as its `tool.result`."""
+    before its result existed comes back as its `tool.result`. A record the file holds
+    twice (a line copied again) is taken once."""
     new: list[Proposed] = []
     already = 0
+    known = set(known)
     for ev in events:
         have = [redact(k) in known for k in ev.keys]
         if not any(have):
@@ -215,6 +217,8 @@ def select(
             new.append(late_result(ev))
         else:
             already += 1
+            continue
+        known.update(redact(k) for k in ev.keys)
     return new, already
 
 
