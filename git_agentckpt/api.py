@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.watching import Rebaselined
     from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
+    from git_agentckpt.integrations.importing import ImportResult
     from git_agentckpt.integrations.install import IntegrateResult
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
@@ -390,6 +391,24 @@ class Checkpointer(Workspace):
     def doctor(self, dry_run: bool = False) -> DoctorReport:
         """Stale locks and temporary files of killed writers, removed when provably orphaned."""
         return doctor(self.repo.workdir, dry_run=dry_run)
+
+    # -- agent integrations -----------------------------------------------------------
+
+    def import_transcript(
+        self,
+        agent: str,
+        path: str,
+        task: str | None = None,
+        dry_run: bool = False,
+        shown: str | None = None,
+    ) -> ImportResult:
+        """A past session of `agent` (`claude-code`, `codex`) read from its transcript
+        file `path` (read-only) into the task's log; records imported before are skipped.
+        The task must exist (`-t`, $GIT_CKPT_TASK or the single active task)."""
+        from git_agentckpt.integrations.importing import import_transcript
+
+        t = self.require_task(task)
+        return import_transcript(self, t, agent, path, shown or path, dry_run=dry_run)
 
 
 def parse_assertion_specs(given: Sequence[Any]) -> list[JSON]:
