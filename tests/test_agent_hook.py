@@ -539,6 +539,20 @@ def test_the_transcript_is_read_from_its_end_only(tmp_path: Path) -> None:
     assert found is not None and (found.tokens, found.window) == (1234, 272_000)
 
 
+def test_a_secret_across_the_cut_is_redacted_whole(task_repo: Path) -> None:
+    """The summary cuts long strings at 2000 characters: the secret is redacted before
+    the cut, so no prefix of it is left in the store."""
+    content = "x" * 1990 + " " + TOKEN + " " + "y" * 5000
+    payload = claude("PostToolUse", tool_name="Write", tool_input={"content": content})
+    assert hook(task_repo, "PostToolUse", payload) == {}
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=task_repo, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    assert b"x" * 1990 in objects  # the call was logged
+    assert TOKEN[:8].encode() not in objects
+
+
 def test_summaries_keep_short_values_and_cut_long_ones() -> None:
     value = {"path": "a/b.py", "n": 3, "ok": True, "text": "x" * 50_000, "list": list(range(100))}
     small = summarise(value)

@@ -246,7 +246,7 @@ def pre_compact(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
     return HookReply({}, f"checkpoint {made.id} (full, pre_compact)")
 
 
-def tool_call_event(call: HookCall) -> NewEvent:
+def tool_call_event(call: HookCall, redact: Callable[[Any], Any]) -> NewEvent:
     failed_call = call.event == "PostToolUseFailure"
     data: dict[str, JSON] = {
         "tool": call.text("tool_name") or "?",
@@ -261,8 +261,8 @@ def tool_call_event(call: HookCall) -> NewEvent:
     return NewEvent(
         "tool.call",
         call.actor(),
-        input=summarise(call.payload.get("tool_input")),
-        output=summarise(response),
+        input=summarise(call.payload.get("tool_input"), redact=redact),
+        output=summarise(response, redact=redact),
         data=data,
     )
 
@@ -290,7 +290,7 @@ def post_tool_use(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
     from git_agentckpt.triggers import Signals
 
     task = found.task.name
-    ws.append_events(task, [tool_call_event(call)])
+    ws.append_events(task, [tool_call_event(call, ws.log.redactor.value)])
     signals = context_signals(call)
     outcome = f"tool.call {call.text('tool_name') or '?'}"
     try:
@@ -308,7 +308,8 @@ def user_prompt(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
     for key in ("permission_mode", "turn_id", "prompt_id"):
         if isinstance(call.payload.get(key), str):
             data[key] = call.payload[key]
-    event = NewEvent("user.prompt", call.actor(), input=summarise(call.text("prompt")), data=data)
+    prompt = summarise(call.text("prompt"), redact=ws.log.redactor.value)
+    event = NewEvent("user.prompt", call.actor(), input=prompt, data=data)
     ws.append_events(found.task.name, [event])
     return HookReply({}, "user.prompt")
 

@@ -4,13 +4,15 @@ A tool call's input and response can be a whole file (Write's `content`) or a
 command's megabytes of output. What is logged keeps the structure and every
 short value (paths, ids, commands, statuses) and cuts long strings, long lists
 and deep nesting, saying what was cut (`…[N more characters]`), until the JSON
-fits `MAX_BYTES`. Redaction happens after this, at the store's gate
-(`store/redaction.py`, applied by `append_events`).
+fits `MAX_BYTES`. The value is redacted before it is cut (`redact`, the store's
+redactor), so a cut never leaves half a secret behind; the store's gate
+(`store/redaction.py`, applied by `append_events`) redacts it once more.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from git_agentckpt.model import JSON
@@ -48,8 +50,13 @@ def _shrink(value: Any, limit: int, depth: int) -> JSON:
     return cut_text(str(value), limit)
 
 
-def summarise(value: Any, max_bytes: int = MAX_BYTES) -> JSON:
-    """`value` with long strings, lists and nesting cut until its JSON fits `max_bytes`."""
+def summarise(
+    value: Any, max_bytes: int = MAX_BYTES, redact: Callable[[Any], Any] | None = None
+) -> JSON:
+    """`value`, redacted by `redact` when given, with long strings, lists and nesting
+    cut until its JSON fits `max_bytes`."""
+    if redact is not None:
+        value = redact(value)
     for limit in STRING_LIMITS:
         small = _shrink(value, limit, 0)
         text = json.dumps(small, ensure_ascii=False)
