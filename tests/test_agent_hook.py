@@ -415,6 +415,47 @@ def test_stop_failure_rate_limit_takes_a_quota_checkpoint_and_logs_the_error(
     assert checkpoints(task_repo, "exp")[0]["trigger"] == "error"
 
 
+RATE_LIMITED = {  # the last line of a real `claude -p` transcript cut off by HTTP 429
+    "type": "assistant",
+    "isApiErrorMessage": True,
+    "error": "rate_limit",
+    "apiErrorStatus": 429,
+    "apiErrorType": "rate_limit_error",
+    "message": {
+        "model": "<synthetic>",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "API Error: Request rejected (429)"}],
+    },
+}
+
+
+def test_a_session_ended_by_a_usage_limit_gets_its_quota_checkpoint(
+    task_repo: Path, tmp_path: Path
+) -> None:
+    """`claude -p` hit by a usage limit fires no Stop and no StopFailure, only SessionEnd:
+    the transcript's last answer says why, and SessionEnd does what StopFailure would."""
+    transcript = claude_transcript(tmp_path / "t.jsonl", [{"input_tokens": 900}])
+    with transcript.open("a") as fh:
+        fh.write(json.dumps(RATE_LIMITED) + "\n")
+    end = claude("SessionEnd", reason="other", transcript_path=str(transcript))
+    assert hook(task_repo, "SessionEnd", end) == {}
+    [quota] = of_type(task_repo, "exp", "quota")
+    assert (quota["data"]["error"], quota["data"]["status"]) == ("rate_limit", 429)
+    assert "Request rejected (429)" in quota["data"]["error_message"]
+    assert (checkpoints(task_repo, "exp")[0]["trigger"]) == "quota"
+    assert of_type(task_repo, "exp", "session.end")
+    # a StopFailure that already said it is not said twice
+    hook(task_repo, "SessionStart", claude("SessionStart", source="startup"))
+    hook(task_repo, "StopFailure", claude("StopFailure", error="rate_limit"))
+    hook(task_repo, "SessionEnd", end)
+    assert len(of_type(task_repo, "exp", "quota")) == 2
+    # a session that ended on a real answer is only a session.end
+    plain = claude_transcript(tmp_path / "plain.jsonl", [{"input_tokens": 900}])
+    hook(task_repo, "SessionStart", claude("SessionStart", source="startup"))
+    hook(task_repo, "SessionEnd", claude("SessionEnd", transcript_path=str(plain)))
+    assert len(of_type(task_repo, "exp", "quota")) == 2
+
+
 def test_session_end_post_compact_and_unknown_events(task_repo: Path) -> None:
     assert hook(task_repo, "SessionEnd", claude("SessionEnd", reason="exit")) == {}
     assert of_type(task_repo, "exp", "session.end")[0]["data"]["reason"] == "exit"

@@ -350,14 +350,20 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
 
 
 def stop_failure(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
-    error = call.text("error") or "unknown"
-    kind = "quota" if error in QUOTA_ERRORS else "error"
-    data: dict[str, JSON] = {"error": error, "source": f"{call.agent} StopFailure"}
+    data: dict[str, JSON] = {"source": f"{call.agent} StopFailure"}
     for key in ("error_details", "error_message", "last_assistant_message"):
         if call.payload.get(key) is not None:
             data[key] = summarise(call.payload[key], 2048)
+    return _stopped_on_error(ws, call, found, call.text("error") or "unknown", data)
+
+
+def _stopped_on_error(
+    ws: Workspace, call: HookCall, found: SessionTask, error: str, data: dict[str, JSON]
+) -> HookReply:
+    """A `quota` (or `error`) event carrying the error, and a full checkpoint."""
+    kind = "quota" if error in QUOTA_ERRORS else "error"
     task = found.task.name
-    ws.append_events(task, [NewEvent(kind, call.actor(), data=data)])
+    ws.append_events(task, [NewEvent(kind, call.actor(), data={"error": error, **data})])
     made = ws.create(
         task,
         message=f"the session stopped: {error} ({call.agent})",
@@ -366,6 +372,40 @@ def stop_failure(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply
         actor=call.agent,
     )
     return HookReply({}, f"{kind} event ({error}); checkpoint {made.id} (full, {kind})")
+
+
+def session_end(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
+    """`session.end`; and when the session ended on an API error that no StopFailure hook
+    reported (`claude -p` hit by a usage limit fires only SessionEnd), the same quota
+    event and checkpoint as StopFailure, read from the transcript's last answer."""
+    from git_agentckpt.integrations.transcript_usage import last_api_error
+
+    data: dict[str, JSON] = {}
+    if call.payload.get("reason") is not None:
+        data["reason"] = summarise(call.payload["reason"], 2048)
+    ws.append_events(found.task.name, [NewEvent("session.end", call.actor(), data=data)])
+    failed = last_api_error(call.text("transcript_path")) if call.agent == "claude-code" else None
+    if failed is None or _reported_already(ws, call, found):
+        return HookReply({}, "session.end")
+    said: dict[str, JSON] = {
+        "source": f"{call.agent} transcript (SessionEnd)",
+        "error_message": failed.message,
+    }
+    if failed.status is not None:
+        said["status"] = failed.status
+    reply = _stopped_on_error(ws, call, found, failed.error, said)
+    reply.outcome = "session.end; " + reply.outcome
+    return reply
+
+
+def _reported_already(ws: Workspace, call: HookCall, found: SessionTask) -> bool:
+    """Whether a StopFailure of this session logged its error since its last start."""
+    for event in reversed(ws.events(found.task.name, limit=20)):
+        if event.type == "session.start" and event.actor.get("session") == call.session_id:
+            return False
+        if event.type in ("quota", "error") and event.actor.get("session") == call.session_id:
+            return True
+    return False
 
 
 Handler = Callable[[Workspace, HookCall, SessionTask], HookReply]
@@ -391,6 +431,6 @@ HANDLERS: dict[str, Handler] = {
     "UserPromptSubmit": user_prompt,
     "Stop": stop,
     "StopFailure": stop_failure,
-    "SessionEnd": noted("session.end", ("reason",)),
+    "SessionEnd": session_end,
     "PostCompact": noted("context.compacted", ("trigger", "compact_summary")),
 }

@@ -102,3 +102,46 @@ def last_usage(path: str | None, agent: str) -> ContextUsage | None:
     except OSError:
         return None
     return None
+
+
+@dataclass(frozen=True)
+class ApiError:
+    error: str  # rate_limit, billing_error, overloaded, ... as the transcript names it
+    status: int | None
+    message: str
+
+
+def last_api_error(path: str | None) -> ApiError | None:
+    """The API error that ended a Claude Code session, when its last assistant record is
+    one (`isApiErrorMessage`: in `claude -p` a usage limit ends the session with no
+    Stop or StopFailure hook, only SessionEnd); None otherwise."""
+    if not path:
+        return None
+    try:
+        for line in _lines_backwards(path):
+            if b'"assistant"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("type") != "assistant":
+                continue
+            if record.get("isApiErrorMessage") is not True:
+                return None  # the last answer was a real one
+            return ApiError(
+                str(record.get("error") or "unknown"),
+                _int(record.get("apiErrorStatus")) or None,
+                _message_text(record.get("message")),
+            )
+    except OSError:
+        return None
+    return None
+
+
+def _message_text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content[:500]
+    texts = [c.get("text") for c in content or [] if isinstance(c, dict)]
+    return " ".join(t for t in texts if isinstance(t, str))[:500]
