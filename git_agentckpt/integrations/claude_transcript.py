@@ -35,7 +35,6 @@ from git_agentckpt.integrations.transcripts import (
     Proposed,
     Summarizer,
     as_int,
-    looks_like,
     size_of,
     text_of,
 )
@@ -59,16 +58,9 @@ class _Reader:
         self.awaiting: list[Proposed] = []  # compactions waiting for the next model reply
 
     def line(self, line: Line) -> None:
-        self.p.lines += 1
-        obj = line.obj
+        obj = self.p.take(line, AGENT)
         if obj is None:
-            self.p.malformed.append((line.number, line.problem))
             return
-        agent = looks_like(obj)
-        if agent != AGENT:
-            self.p.other_agent += agent is not None
-            return
-        self.p.recognised += 1
         sid = obj.get("sessionId")
         self.p.session(sid if isinstance(sid, str) else None)
         type_ = obj.get("type")

@@ -41,7 +41,6 @@ from git_agentckpt.integrations.transcripts import (
     Proposed,
     Summarizer,
     as_int,
-    looks_like,
     size_of,
     text_of,
 )
@@ -75,16 +74,9 @@ class _Reader:
         self.prompts = 0
 
     def line(self, line: Line) -> None:
-        self.p.lines += 1
-        obj = line.obj
+        obj = self.p.take(line, AGENT)
         if obj is None:
-            self.p.malformed.append((line.number, line.problem))
             return
-        agent = looks_like(obj)
-        if agent != AGENT:
-            self.p.other_agent += agent is not None
-            return
-        self.p.recognised += 1
         n = self.seen.get(line.digest, 0)
         self.seen[line.digest] = n + 1
         record = f"line-{line.digest}" + (f"#{n + 1}" if n else "")

@@ -137,6 +137,21 @@ class Parsed:
         if sid and sid not in self.sessions:
             self.sessions.append(sid)
 
+    def take(self, line: Line, agent: str) -> dict[str, JSON] | None:
+        """`line`'s record when `agent` wrote it (counted); None for a malformed line
+        (noted) or another writer's record (counted when it is the other agent's)."""
+        self.lines += 1
+        obj = line.obj
+        if obj is None:
+            self.malformed.append((line.number, line.problem))
+            return None
+        writer = looks_like(obj)
+        if writer != agent:
+            self.other_agent += writer is not None
+            return None
+        self.recognised += 1
+        return obj
+
 
 def _cap_text(text: str, limit: int = TEXT_CAP) -> str:
     if len(text) <= limit:
