@@ -111,21 +111,37 @@ class Running:
         return (self.out.read_text()[-1500:] + "\n" + self.err.read_text()[-3000:]).strip()
 
 
-def start(argv: Sequence[str], cwd: Path, env: dict[str, str], logs: Path) -> Running:
-    logs.mkdir(parents=True, exist_ok=True)
-    n = len(list(logs.glob("*.out")))
-    out, err = logs / f"{n:02d}.out", logs / f"{n:02d}.err"
-    with open(out, "wb") as o, open(err, "wb") as e:
-        proc = subprocess.Popen(
-            list(argv),
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=o,
-            stderr=e,
-            start_new_session=True,
-        )
-    return Running(proc, out, err)
+class Agents:
+    """Starts agent processes (each in its own process group, output in files under
+    `logs`) and kills every one still running at `close()`: a failing test leaves no
+    agent behind to write into the next test's directories."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: list[Running] = []
+
+    def start(self, argv: Sequence[str], cwd: Path, env: dict[str, str]) -> Running:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        n = len(self.started)
+        out, err = self.logs / f"{n:02d}.out", self.logs / f"{n:02d}.err"
+        with open(out, "wb") as o, open(err, "wb") as e:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=o,
+                stderr=e,
+                start_new_session=True,
+            )
+        running = Running(proc, out, err)
+        self.started.append(running)
+        return running
+
+    def close(self) -> None:
+        for running in self.started:
+            if running.proc.poll() is None:
+                running.kill()
 
 
 # -- what git ckpt recorded ---------------------------------------------------------------------

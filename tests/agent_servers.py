@@ -20,6 +20,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 DEADLINE = 120.0  # seconds a test waits on the agent at most; generous on a loaded machine
@@ -152,6 +153,14 @@ class ScriptedServer:
                 kinds = [(r.index, r.kind) for r in self.requests]
                 raise AssertionError(f"no such request within {timeout}s; seen {kinds}")
             return found[0]
+
+    def dump(self, where: Path) -> None:
+        """Write every request as `<index>-<kind>.json` into `where` (for a failing test)."""
+        where.mkdir(parents=True, exist_ok=True)
+        with self._cond:
+            for r in self.requests:
+                text = json.dumps(r.body, indent=1, ensure_ascii=False)
+                (where / f"{r.index:03d}-{r.kind}.json").write_text(text)
 
     def script_compaction(self, *replies: Reply) -> None:
         """Queue replies for the next compaction requests (default: `Text(summary)`);
