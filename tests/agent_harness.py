@@ -153,6 +153,14 @@ def event_log(repo: Path, task: str = TASK) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
+def task_state(repo: Path, task: str = TASK) -> dict[str, Any]:
+    done = real_ckpt(repo, "task", "show", task, "--json")
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout)
+    assert isinstance(state, dict)
+    return state
+
+
 def checkpoints(repo: Path, task: str = TASK) -> list[dict[str, Any]]:
     done = real_ckpt(repo, "list", task, "--json")
     assert done.returncode == 0, done.stderr

@@ -36,6 +36,7 @@ from agent_harness import (
     files_at,
     hooks_log,
     make_task,
+    task_state,
 )
 from agent_install import CLAUDE, require
 from agent_servers import AnthropicServer, Hold, Request, Text, ToolCall
@@ -157,7 +158,7 @@ def test_claude_code_session_compaction_kill_and_resume(
         assert result["is_error"] is False, result
         server.script(*step_turn(repo, "s2", "b.md"), Text("s2 is done."))
         run("Now do step s2.", "--continue").wait()
-        state = json.loads(real_json(repo, "task", "show", TASK))
+        state = task_state(repo)
         assert [s["status"] for s in state["steps"]] == ["done", "done", "pending"], state
 
         # 3: /compact, held at the server: the pre_compact checkpoint exists already
@@ -208,14 +209,6 @@ def test_claude_code_session_compaction_kill_and_resume(
         str(repo / "notes" / n) for n in ("a.md", "b.md", "c.md")
     ]
     record_transcript(Path(env["HOME"]), "claude-code-session.jsonl")
-
-
-def real_json(repo: Path, *args: str) -> str:
-    from helpers import real_ckpt
-
-    done = real_ckpt(repo, *args, "--json")
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def json_of(value: Any) -> dict[str, Any]:
