@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
     from git_agentckpt.git.watcher import TreeWatcher
+    from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
@@ -409,6 +410,16 @@ def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
     if name != "reference-transaction":
         raise UsageError(f"unknown hook {name!r}")
     return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
+
+
+def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:
+    """One call of an agent's hook (`git ckpt hook claude-code|codex EVENT`): what to print
+    on stdout, as the hook expects it. Never raises: a failure is the reply's
+    `systemMessage` (integrations/agent_hook.py); each call is logged in
+    `.git/agent/hooks.log`."""
+    from git_agentckpt.integrations.agent_hook import answer
+
+    return answer(lambda: Checkpointer.open(path), agent, event, stdin, os.environ)
 
 
 def load_assertions_text(text: str, source: str) -> list[JSON]:

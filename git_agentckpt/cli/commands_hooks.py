@@ -47,11 +47,27 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"{name}: {value}")
 
 
+AGENT_HOOKS = ("claude-code", "codex")
+
+
 @cli.command(name="hook", hidden=True)
 @click.argument("name")
 @click.argument("args", nargs=-1)
-def hook(name: str, args: tuple[str, ...]) -> None:
-    """Run a hook body (called by the shims in hooks/)."""
+@click.pass_context
+def hook(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
+    """Run a hook body: git's (the shims in hooks/), or an agent's.
+
+    `hook claude-code EVENT` and `hook codex EVENT` read the hook's JSON on stdin and
+    print one JSON object on stdout for the agent; the exit status is always 0 (a
+    failure is said in the object's `systemMessage`)."""
+    if name in AGENT_HOOKS:
+        try:
+            stdin = sys.stdin.buffer.read()
+        except (OSError, ValueError):
+            stdin = b""  # no stdin at all: answered as an empty payload
+        reply = api.agent_hook(name, args[0] if args else "", stdin, root_path(ctx))
+        click.echo(reply.text)
+        return
     if name != "reference-transaction":
         raise click.UsageError(f"unknown hook {name!r}")
     sys.exit(api.run_hook(name, args, sys.stdin.read(), os.getcwd()))

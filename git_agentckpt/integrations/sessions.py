@@ -1,0 +1,149 @@
+"""Which task an agent session works on: found, or started, and remembered.
+
+The task of a session is, in this order:
+1. `GIT_CKPT_TASK` in the agent's environment (it must exist, or it is started);
+2. the task this session was seen with before (`.git/agent/sessions.json`);
+3. the single active task of this worktree;
+4. among several active tasks, the one named after the current branch;
+5. with no active task, the task named after the branch (`detached-<sha>` on a
+   detached HEAD): used when it exists, else started the way `git ckpt task
+   start` starts one (the facade's `task_start`: contract checked, watched files
+   recorded), with a goal saying so.
+Several active tasks, none named after the branch: an error that says to set
+`GIT_CKPT_TASK`.
+
+`.git/agent/sessions.json` maps a session id to its agent and task (runtime
+state of this worktree, never pushed); the event log gets a `session.start`
+event at each SessionStart, so the audit trail names the sessions too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from git_agentckpt.errors import CkptError, UsageError
+from git_agentckpt.model import JSON
+from git_agentckpt.store.reading import owner_of
+from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.state import current_state
+from git_agentckpt.store.workspace import Workspace
+
+SESSIONS_FILE = "sessions.json"
+MAX_SESSIONS = 200  # the oldest are forgotten past this (their events stay in the log)
+
+
+@dataclass(frozen=True)
+class SessionTask:
+    task: TaskName
+    how: str  # env | session | active | branch | started
+
+
+def _path(ws: Workspace) -> str:
+    from git_agentckpt.git.worktree import agent_dir
+
+    return os.path.join(agent_dir(ws.repo), SESSIONS_FILE)
+
+
+def read_sessions(ws: Workspace) -> dict[str, dict[str, JSON]]:
+    try:
+        with open(_path(ws), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    sessions = data.get("sessions") if isinstance(data, dict) else None
+    if not isinstance(sessions, dict):
+        return {}
+    return {k: v for k, v in sessions.items() if isinstance(v, dict)}
+
+
+def remember(ws: Workspace, session_id: str, agent: str, task: TaskName, source: str) -> None:
+    """Record (or refresh) `session_id` -> `task`, under a lock (hooks may run at once)."""
+    from git_agentckpt.git.worktree import locked
+
+    path = _path(ws)
+    with locked(path + ".lock"):
+        sessions = read_sessions(ws)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        entry = sessions.pop(session_id, None) or {"first_seen": now}
+        entry.update({"agent": agent, "task": task.name, "last_seen": now, "source": source})
+        sessions[session_id] = entry  # newest last
+        while len(sessions) > MAX_SESSIONS:
+            sessions.pop(next(iter(sessions)))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"v": 1, "sessions": sessions}, fh, indent=1)
+        os.replace(tmp, path)
+
+
+def branch_task_name(ws: Workspace) -> str:
+    """The current branch's name (a valid task name: both follow check-ref-format), or
+    `detached-<sha>`. HEAD is read as a file: no pygit2 call is needed for it."""
+    try:
+        with open(os.path.join(ws.repo.git_dir, "HEAD"), encoding="utf-8") as fh:
+            head = fh.read().strip()
+    except OSError:
+        head = ""
+    if head.startswith("ref: refs/heads/"):
+        return head[len("ref: refs/heads/") :]
+    sha = ws.repo.head()
+    return f"detached-{sha[:8]}" if sha else "agent-work"
+
+
+def _active(ws: Workspace) -> list[str]:
+    out = []
+    for t in ws.tasks():
+        with contextlib.suppress(CkptError):  # a damaged task does not stop the others
+            state, _ = current_state(ws.store, ws.log, t)
+            if (
+                state is not None
+                and state.get("status") in ("active", "recovering")
+                and owner_of(state)["id"] == ws.worktree["id"]
+            ):
+                out.append(t.name)
+    return out
+
+
+def _exists(ws: Workspace, name: str) -> bool:
+    t = TaskName(name)
+    return ws.log.exists(t) or ws.store.tip(t) is not None
+
+
+def _start(ws: Workspace, name: str, agent: str) -> SessionTask:
+    goal = f"the work of {agent} sessions on {name} (task started by the {agent} hook)"
+    ws.task_start(name, goal)  # the facade's task_start when ws is a Checkpointer
+    return SessionTask(TaskName(name), "started")
+
+
+def task_of_session(
+    ws: Workspace, session_id: str | None, agent: str, env: Mapping[str, str]
+) -> SessionTask:
+    """The task this session works on (see the module docstring); may start one."""
+    named = env.get("GIT_CKPT_TASK")
+    if named:
+        if _exists(ws, named):
+            return SessionTask(TaskName(named), "env")
+        return _start(ws, named, agent)
+    if session_id:
+        known = read_sessions(ws).get(session_id, {}).get("task")
+        if isinstance(known, str) and _exists(ws, known):
+            return SessionTask(TaskName(known), "session")
+    active = _active(ws)
+    if len(active) == 1:
+        return SessionTask(TaskName(active[0]), "active")
+    branch = branch_task_name(ws)
+    if branch in active:
+        return SessionTask(TaskName(branch), "branch")
+    if active:
+        raise UsageError(
+            f"{len(active)} active tasks ({', '.join(active)}) and none is named after "
+            f"the branch {branch}: which one is this session's?",
+            hint="set GIT_CKPT_TASK in the agent's environment",
+        )
+    if _exists(ws, branch):
+        return SessionTask(TaskName(branch), "branch")
+    return _start(ws, branch, agent)
