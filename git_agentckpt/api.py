@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.watching import Rebaselined
     from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
+    from git_agentckpt.integrations.install import IntegrateResult
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
@@ -420,6 +421,32 @@ def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHo
     from git_agentckpt.integrations.agent_hook import answer
 
     return answer(lambda: Checkpointer.open(path), agent, event, stdin, os.environ)
+
+
+def integrate(
+    agent: str, scope: str = "project", path: str = ".", *, remove: bool = False
+) -> IntegrateResult:
+    """Put the hooks of `git ckpt` into an agent's settings (and its block into CLAUDE.md
+    or AGENTS.md), or take them out again byte for byte (`integrations/install.py`).
+    `--user` works outside a repository too."""
+    from git_agentckpt.errors import RepositoryError
+    from git_agentckpt.git.repo import GitRepo
+    from git_agentckpt.integrations.install import Places
+    from git_agentckpt.integrations.install import integrate as run
+
+    worktree = agent_dir = None
+    try:
+        repo = GitRepo.discover(path)
+        worktree, agent_dir = repo.workdir, os.path.join(repo.git_dir, "agent")
+    except RepositoryError:
+        if scope != "user":
+            raise
+    home = os.path.expanduser("~")
+    codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    config = xdg if xdg and os.path.isabs(xdg) else os.path.join(home, ".config")
+    places = Places(worktree, agent_dir, home, os.path.abspath(codex_home), config + "/git-ckpt")
+    return run(agent, scope, places, remove=remove)
 
 
 def load_assertions_text(text: str, source: str) -> list[JSON]:

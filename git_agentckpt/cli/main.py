@@ -95,6 +95,7 @@ LAZY_COMMANDS = {
     "fetch": "commands_share",
     "push": "commands_share",
     "doctor": "commands_doctor",
+    "integrate": "commands_integrate",
 }
 
 
