@@ -43,8 +43,20 @@ class Request:
 
     @property
     def text(self) -> str:
-        """The whole body as text: what the model was sent, for `in` checks."""
-        return json.dumps(self.body, ensure_ascii=False)
+        """Every string of the body, one after another: what the model was sent, for
+        `in` checks."""
+        return "\n".join(strings(self.body))
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
 
 
 # -- replies a test scripts ---------------------------------------------------------------

@@ -2,7 +2,8 @@
 against a scripted Anthropic Messages server on 127.0.0.1 (issue 13, "What must be
 shown").
 
-One session of four `claude -p` runs in a repository with a task and its contract:
+Set up with `git ckpt integrate claude-code`, one session of five `claude -p` runs in
+a repository with a task and its contract:
 1. the model starts step s1 (`git ckpt step start` through Bash), writes notes/a.md
    (Write), finishes s1; 2. `--continue`: the same for s2 and notes/b.md;
 3. `claude -p /compact --continue`: the compaction is held at the model server while
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 from agent_harness import (
+    PROSE,
     TASK,
     Agents,
     Running,
@@ -40,19 +42,9 @@ from agent_harness import (
 )
 from agent_install import CLAUDE, require
 from agent_servers import AnthropicServer, Hold, Request, Text, ToolCall
+from helpers import real_ckpt
 
 RECORD_ENV = "AGENT_TRANSCRIPTS_DIR"  # set it to keep the session's transcript there
-HOOK_EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "PreCompact",
-    "PostCompact",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
-)
 CONTEXT_MARK = "SessionStart hook additional context:"
 
 
@@ -68,26 +60,14 @@ def agents(tmp_path: Path) -> Iterator[Agents]:
     started.close()
 
 
-def install_hooks(repo: Path) -> None:
-    """`.claude/settings.json` calling `git ckpt hook claude-code EVENT` at each event."""
-    hooks = {
-        event: [
-            {
-                "matcher": "",
-                "hooks": [
-                    {
-                        "type": "command",
-                        "command": f"git ckpt hook claude-code {event}",
-                        "timeout": 60,
-                    }
-                ],
-            }
-        ]
-        for event in HOOK_EVENTS
-    }
-    path = repo / ".claude" / "settings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
+def integrate(repo: Path) -> None:
+    """`git ckpt integrate claude-code`, as a user runs it: hooks calling
+    `git ckpt hook claude-code EVENT` in .claude/settings.json, the CLAUDE.md block."""
+    done = real_ckpt(repo, "integrate", "claude-code")
+    assert done.returncode == 0, done.stderr
+    hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
+    assert "git ckpt hook claude-code PreCompact" in json.dumps(hooks["PreCompact"])
+    assert "@.agent/contracts/constraints.md" in (repo / "CLAUDE.md").read_text()
 
 
 def bash(command: str) -> ToolCall:
@@ -137,7 +117,7 @@ def test_claude_code_session_compaction_kill_and_resume(
     claude: Path, repo: Path, agents: Agents, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     make_task(repo)
-    install_hooks(repo)
+    integrate(repo)
     with AnthropicServer() as server:
         request.addfinalizer(lambda: server.dump(tmp_path / "requests"))
         env = agent_env(
@@ -156,6 +136,7 @@ def test_claude_code_session_compaction_kill_and_resume(
         server.script(*step_turn(repo, "s1", "a.md"), Text("s1 is done."))
         result = json.loads(run(f"Work on task {TASK}: do step s1.").wait())
         assert result["is_error"] is False, result
+        assert PROSE.rstrip("\n") in server.requests[0].text  # CLAUDE.md imported the rules
         server.script(*step_turn(repo, "s2", "b.md"), Text("s2 is done."))
         run("Now do step s2.", "--continue").wait()
         state = task_state(repo)

@@ -1,10 +1,12 @@
 """The real Codex CLI (pinned, installed by the test) inside a `git ckpt` task, against
 a scripted OpenAI Responses server on 127.0.0.1 (issue 13, "What must be shown").
 
-Codex compacts inline for a provider of our own: with `model_auto_compact_token_limit`
-in config.toml and a reply whose usage passes it, the next `codex exec resume --last`
-first asks the model for a handoff summary (PreCompact hook, trigger `auto`), then
-fires SessionStart (`resume`, then `compact`) before its turn.
+Set up with `git ckpt integrate codex` (and the repository trusted in config.toml, without
+which Codex ignores a project's .codex/). Codex compacts inline for a provider of our
+own: with `model_auto_compact_token_limit` in config.toml and a reply whose usage passes
+it, the next `codex exec resume --last` first asks the model for a handoff summary
+(PreCompact hook, trigger `auto`), then fires SessionStart (`resume`, then `compact`)
+before its turn.
 
 1. `codex exec`: the model starts step s1 (`exec_command` running `git ckpt step
    start`), writes notes/a.md with `apply_patch` (a freeform tool) and notes/x.txt with
@@ -40,16 +42,9 @@ from agent_harness import (
 )
 from agent_install import CODEX, require
 from agent_servers import Hold, Request, ResponsesServer, Text, ToolCall
+from helpers import real_ckpt
 
 RECORD_ENV = "AGENT_TRANSCRIPTS_DIR"  # set it to keep the session's rollout there
-HOOK_EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "PreCompact",
-    "PostCompact",
-    "Stop",
-)
 COMPACT_LIMIT = 5000
 
 
@@ -90,22 +85,14 @@ trust_level = "trusted"
     )
 
 
-def install_hooks(repo: Path) -> None:
-    """`.codex/hooks.json` calling `git ckpt hook codex EVENT` at each event."""
-    hooks = {
-        event: [
-            {
-                "matcher": "",
-                "hooks": [
-                    {"type": "command", "command": f"git ckpt hook codex {event}", "timeout": 60}
-                ],
-            }
-        ]
-        for event in HOOK_EVENTS
-    }
-    path = repo / ".codex" / "hooks.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"hooks": hooks}, indent=2) + "\n")
+def integrate(repo: Path) -> None:
+    """`git ckpt integrate codex`, as a user runs it: hooks calling
+    `git ckpt hook codex EVENT` in .codex/hooks.json, the AGENTS.md block."""
+    done = real_ckpt(repo, "integrate", "codex")
+    assert done.returncode == 0, done.stderr
+    hooks = json.loads((repo / ".codex" / "hooks.json").read_text())["hooks"]
+    assert "git ckpt hook codex PreCompact" in json.dumps(hooks["PreCompact"])
+    assert ".agent/contracts/" in (repo / "AGENTS.md").read_text()
 
 
 def shell(cmd: str) -> ToolCall:
@@ -145,7 +132,7 @@ def test_codex_session_compaction_and_brief(
     codex: Path, repo: Path, agents: Agents, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     make_task(repo)
-    install_hooks(repo)
+    integrate(repo)
     codex_home = tmp_path / "codex-home"
     with ResponsesServer() as server:
         request.addfinalizer(lambda: server.dump(tmp_path / "requests"))
@@ -167,6 +154,7 @@ def test_codex_session_compaction_and_brief(
         assert run(f"Work on task {TASK}: do step s1.").wait().strip().endswith("s1 is done.")
         assert (repo / "notes" / "a.md").read_text() == "# notes/a.md\nwritten in step s1\n"
         assert (repo / "notes" / "x.txt").read_text() == "scratch\n"
+        assert "git ckpt step start TASK STEP_ID" in server.requests[0].text  # AGENTS.md
         before = len(server.requests)
 
         # 2: resumed, Codex compacts first; held at the server: the checkpoint exists already
