@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+# Read at import, before conftest.py's autouse fixture seals HOME and strips GIT_CKPT_*.
 REAL_HOME = Path(os.environ.get("HOME") or tempfile.gettempdir())
 CACHE_ENV = "GIT_CKPT_AGENT_CACHE"
+CACHE_OVERRIDE = os.environ.get(CACHE_ENV)
 INSTALL_TIMEOUT = 900.0  # npm on a slow network: generous
 
 
@@ -51,8 +53,9 @@ class Installed:
 
 
 def cache_root() -> Path:
-    override = os.environ.get(CACHE_ENV)
-    return Path(override) if override else REAL_HOME / ".cache" / "git-agentckpt" / "agents"
+    if CACHE_OVERRIDE:
+        return Path(CACHE_OVERRIDE)
+    return REAL_HOME / ".cache" / "git-agentckpt" / "agents"
 
 
 def install(package: Package, root: Path | None = None) -> Installed:

@@ -18,6 +18,7 @@ import http.server
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ class Request:
     path: str
     body: dict[str, Any]
     kind: str
+    at: float = 0.0  # time.monotonic() on arrival
 
     @property
     def text(self) -> str:
@@ -110,6 +112,7 @@ class ScriptedServer:
     def __init__(self, summary: str = SUMMARY) -> None:
         self.summary = summary
         self.requests: list[Request] = []
+        self.other_paths: list[str] = []  # requests to other endpoints, answered 404
         self._script: list[Reply] = []
         self._compact_script: list[Reply] = []
         self._holds: list[Hold] = []
@@ -173,6 +176,9 @@ class ScriptedServer:
             for r in self.requests:
                 text = json.dumps(r.body, indent=1, ensure_ascii=False)
                 (where / f"{r.index:03d}-{r.kind}.json").write_text(text)
+            start = self.requests[0].at if self.requests else 0.0
+            timeline = [f"{r.at - start:8.2f}s {r.index:3d} {r.kind}" for r in self.requests]
+            (where / "timeline.txt").write_text("\n".join([*timeline, *self.other_paths]) + "\n")
 
     def script_compaction(self, *replies: Reply) -> None:
         """Queue replies for the next compaction requests (default: `Text(summary)`);
@@ -203,7 +209,7 @@ class ScriptedServer:
                 reply = Text(self.summary)
             else:
                 reply = Text("Done.")
-            self.requests.append(Request(len(self.requests), path, body, kind))
+            self.requests.append(Request(len(self.requests), path, body, kind, time.monotonic()))
             if isinstance(reply, Hold):
                 self._holds.append(reply)
             self._cond.notify_all()
@@ -233,6 +239,7 @@ class ScriptedServer:
                 pass
 
             def do_GET(self) -> None:
+                server.other_paths.append(f"GET {self.path}")
                 self._send_json(404, {"error": {"type": "not_found", "message": self.path}})
 
             def do_HEAD(self) -> None:
@@ -244,6 +251,7 @@ class ScriptedServer:
                 raw = self.rfile.read(length) if length else b"{}"
                 path = self.path.split("?", 1)[0]
                 if path != server.endpoint:
+                    server.other_paths.append(f"POST {self.path}")
                     self._send_json(404, {"error": {"type": "not_found", "message": path}})
                     return
                 try:
