@@ -177,6 +177,7 @@ def test_claude_code_session_compaction_kill_and_resume(
         contexts = hook_contexts(restarted)
         assert contexts, json.dumps(restarted.body)[-3000:]
         assert_brief(contexts[-1], "s3")  # this session's, from SessionStart(resume)
+        assert "notes/c.md" in contexts[-1]  # the killed turn's file, named to the model
         ran = tool_results(server.requests)
 
     # the event log holds every tool call the agent ran (ids as Claude Code gave them)
@@ -185,6 +186,9 @@ def test_claude_code_session_compaction_kill_and_resume(
     logged = {str(e["data"].get("tool_use_id")) for e in calls}
     assert ran and ran <= logged, (sorted(ran), sorted(logged), hooks_log(repo))
     assert len(ran) == 8  # 3 + 3 before the compaction, 2 after; the held reply never ran
+    sources = [e["data"]["source"] for e in events if e["type"] == "session.start"]
+    # every `claude -p --continue` starts with SessionStart(resume); /compact adds compact
+    assert sources == ["startup", "resume", "resume", "compact", "resume", "resume"]
     writes = [e for e in calls if e["data"]["tool"] == "Write"]
     assert [json_of(e["input"])["file_path"] for e in writes] == [
         str(repo / "notes" / n) for n in ("a.md", "b.md", "c.md")

@@ -184,6 +184,8 @@ def test_codex_session_compaction_and_brief(
     calls = [e for e in events if e["type"] == "tool.call"]
     logged = {str(e["data"].get("tool_use_id")) for e in calls}
     assert len(ran) == 7 and ran <= logged, (sorted(ran), sorted(logged), hooks_log(repo))
+    sources = [e["data"]["source"] for e in events if e["type"] == "session.start"]
+    assert sources == ["startup", "resume", "compact"]  # exec, then exec resume compacting
     patches = [e for e in calls if e["data"]["tool"] == "apply_patch"]
     assert ["notes/a.md" in str(e["input"]) for e in patches] == [True, False]
     assert "notes/b.md" in str(patches[1]["input"])
