@@ -406,3 +406,16 @@ def test_settings_file_not_utf8_refused(repo: Path) -> None:
     result = ckpt(repo, "integrate", "codex", ok=False)
     assert result.exit_code == 2 and ".codex/hooks.json is not valid UTF-8" in result.stderr
     assert path.read_bytes() == b'{"a": "\xff"}\n' and not (repo / "AGENTS.md").exists()
+
+
+def test_file_deleted_in_between_is_created_again_and_removed_again(repo: Path) -> None:
+    settings_file = repo / ".claude" / "settings.json"
+    settings_file.parent.mkdir()
+    settings_file.write_text('{"a": 1}\n')
+    ckpt(repo, "integrate", "claude-code")
+    settings_file.unlink()
+    out = ckpt(repo, "integrate", "claude-code").stdout
+    assert "created   .claude/settings.json" in out
+    ckpt(repo, "integrate", "claude-code", "--remove")
+    assert not settings_file.exists() and not (repo / "CLAUDE.md").exists()
+    assert (repo / ".claude").is_dir()  # it was there before integrate made anything

@@ -205,27 +205,27 @@ def _settings_plan(
         if remove:
             return _strip_plan(agent, key, shown, path, before, entry)
         base = settings_hooks.NEW_FILE if before is None else before
-        old = entry if isinstance(entry, dict) else {"created": before is None}
+        # a file deleted since the last run is created afresh: --remove deletes it again
+        old: dict[str, Any] = {"created": before is None}
+        if before is not None and isinstance(entry, dict):
+            old = entry
         edit = settings_hooks.merge(base, agent.name, agent.hooks, old)
     except JsonTextError as exc:
         raise UsageError(
             f"{shown} line {exc.line}: not valid settings JSON: {exc}",
             hint="fix the file and run the command again; nothing was changed",
         ) from exc
-    if isinstance(entry, dict) and entry.get("dirs"):
-        edit.entry["dirs"] = entry["dirs"]
-    else:
-        made = _missing_dirs(os.path.dirname(path)) if before is None else []
-        # a directory another integration made (.claude/ for both settings files) goes
-        # with whichever of them is removed last
-        made += [
-            d
-            for e in record.values()
-            if isinstance(e, dict)
-            for d in e.get("dirs", [])
-            if isinstance(d, str) and path.startswith(d + "/") and d not in made
-        ]
-        edit.entry["dirs"] = sorted(set(made), key=len)
+    # the directories integrate made for this file; one another integration made
+    # (.claude/ for both settings files) goes with whichever of them is removed last
+    made = _missing_dirs(os.path.dirname(path)) if before is None else []
+    made += [
+        d
+        for e in record.values()
+        if isinstance(e, dict)
+        for d in e.get("dirs", [])
+        if isinstance(d, str) and path.startswith(d + "/")
+    ]
+    edit.entry["dirs"] = sorted(set(made), key=len)
     what = f"{edit.count} hooks added" if edit.count else f"{len(agent.hooks)} hooks present"
     after = edit.text if edit.count else before
     return _Plan(key, shown, path, before, after, what, edit.entry)

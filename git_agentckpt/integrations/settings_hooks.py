@@ -93,7 +93,8 @@ def merge(text: str, agent: str, specs: tuple[HookSpec, ...], entry: dict[str, A
         event = hooks.member(spec.event)
         if event is None:
             text = _append(text, hooks, ("hooks",), style, spec.event, [group(agent, spec)], entry)
-            entry["containers"].append(f"hooks/{spec.event}")
+            if f"hooks/{spec.event}" not in entry["containers"]:
+                entry["containers"].append(f"hooks/{spec.event}")
         elif event.value.kind != "array":
             raise _shape_error(text, event.value, f'"hooks"."{spec.event}" is not a JSON array')
         elif any(is_ours(_value(text, n), agent, spec.event) for n in event.value.items):
