@@ -83,6 +83,17 @@ class ToolCall:
     input_tokens: int = 1000
 
 
+@dataclass(frozen=True)
+class Fail:
+    """The API refuses the request: HTTP `status` with the API's JSON error body (a 429
+    `rate_limit_error` is a usage limit). `x-should-retry: false` tells the agent's SDK
+    not to retry it."""
+
+    status: int = 429
+    error: str = "rate_limit_error"
+    message: str = "This request would exceed your account's rate limit."
+
+
 @dataclass
 class Hold:
     """Hold the request open until `release()` (or the server stops), then answer with
@@ -96,7 +107,7 @@ class Hold:
         self.released.set()
 
 
-Reply = Text | ToolCall | Hold
+Reply = Text | ToolCall | Fail | Hold
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -221,6 +232,7 @@ class ScriptedServer:
             reply.held.set()
             reply.released.wait(DEADLINE)
             reply = reply.reply
+        assert not isinstance(reply, Fail)  # answered before any stream
         yield from self.stream(reply, body, next(self._ids))
 
     def classify(self, body: dict[str, Any]) -> str:
@@ -259,6 +271,13 @@ class ScriptedServer:
                 except ValueError:
                     body = {"unparsed": raw.decode("utf-8", "replace")}
                 reply = server.take(path, body)
+                if isinstance(reply, Fail):
+                    error = {
+                        "type": "error",
+                        "error": {"type": reply.error, "message": reply.message},
+                    }
+                    self._send_json(reply.status, error, {"x-should-retry": "false"})
+                    return
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
@@ -270,9 +289,13 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the agent was killed while we answered
 
-            def _send_json(self, status: int, obj: dict[str, Any]) -> None:
+            def _send_json(
+                self, status: int, obj: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(obj).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

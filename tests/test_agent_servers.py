@@ -11,7 +11,15 @@ import urllib.request
 from typing import Any
 
 import pytest
-from agent_servers import AnthropicServer, Hold, ResponsesServer, ScriptedServer, Text, ToolCall
+from agent_servers import (
+    AnthropicServer,
+    Fail,
+    Hold,
+    ResponsesServer,
+    ScriptedServer,
+    Text,
+    ToolCall,
+)
 
 
 def post(server: ScriptedServer, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -120,6 +128,18 @@ def test_a_held_reply_waits_for_its_release() -> None:
         held.release()
         client.join(60)
     assert got[0][1]["data"]["item"]["content"][0]["text"] == "late"
+
+
+def test_a_refusal_is_the_apis_error_without_retry() -> None:
+    with AnthropicServer() as server:
+        server.script(Fail())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post(server, "/v1/messages", {"tools": TOOLS, "messages": []})
+    assert refused.value.code == 429
+    assert refused.value.headers["x-should-retry"] == "false"
+    error = json.loads(refused.value.read())
+    assert error["type"] == "error" and error["error"]["type"] == "rate_limit_error"
+    assert [r.kind for r in server.requests] == ["turn"]
 
 
 def test_other_paths_are_refused_and_waits_have_a_deadline() -> None:
