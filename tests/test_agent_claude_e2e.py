@@ -159,6 +159,7 @@ def test_claude_code_session_compaction_kill_and_resume(
         server.script(bash(f"git ckpt step start {TASK} s3"), write_note(repo, "c.md", "s3"), stuck)
         killed = run("Continue the task.", "--continue")
         first = server.wait_for(lambda r: r.kind == "turn", after=after_compaction)
+        assert first.index == after_compaction  # the very next request the model gets
         contexts = hook_contexts(first)
         # SessionStart of the /compact run (resume), of its compaction (compact), of this run
         assert len(contexts) == 3, contexts
@@ -174,6 +175,7 @@ def test_claude_code_session_compaction_kill_and_resume(
         server.script(Text("Resumed."))
         run("Continue the task.", "--continue").wait()
         restarted = server.wait_for(lambda r: r.kind == "turn", after=after_kill)
+        assert restarted.index == after_kill
         contexts = hook_contexts(restarted)
         assert contexts, json.dumps(restarted.body)[-3000:]
         assert_brief(contexts[-1], "s3")  # this session's, from SessionStart(resume)

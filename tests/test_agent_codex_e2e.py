@@ -173,6 +173,8 @@ def test_codex_session_compaction_and_brief(
         assert len(taken) == 1, checkpoints(repo)
         assert "notes/a.md" in files_at(repo, taken[0]["commit"])
         first = server.wait_for(lambda r: r.kind == "turn", after=before)
+        compaction = server.requests[before]
+        assert compaction.kind == "compact" and first.index == before + 1  # the very next one
         briefs = [t for t in developer_texts(first) if "**Next step:**" in t]
         assert len(briefs) == 2, developer_texts(first)  # SessionStart resume, then compact
         for brief in briefs:
