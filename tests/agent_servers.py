@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 DEADLINE = 120.0  # seconds a test waits on the agent at most; generous on a loaded machine
 LIFETIME = 900.0  # a server nobody stopped shuts itself down after this
@@ -136,7 +136,7 @@ class ScriptedServer:
         self._timer.daemon = True
 
     # lifecycle
-    def __enter__(self) -> ScriptedServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         self._timer.start()
         return self

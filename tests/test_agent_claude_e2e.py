@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,27 @@ def integrate(repo: Path) -> None:
     hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
     assert "git ckpt hook claude-code PreCompact" in json.dumps(hooks["PreCompact"])
     assert "@.agent/contracts/constraints.md" in (repo / "CLAUDE.md").read_text()
+
+
+def claude_env(server: AnthropicServer) -> dict[str, str]:
+    return agent_env(
+        ANTHROPIC_BASE_URL=server.url,
+        ANTHROPIC_API_KEY="dummy",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_AUTOUPDATER="1",
+    )
+
+
+def runner(claude: Path, repo: Path, agents: Agents, env: dict[str, str]) -> Callable[..., Running]:
+    """`claude -p PROMPT [MORE…]` in `repo`, allowed to use Write and Bash (as root,
+    Claude Code refuses bypassPermissions)."""
+
+    def run(prompt: str, *more: str) -> Running:
+        argv = [str(claude), "-p", prompt, *more, "--output-format", "json"]
+        argv += ["--permission-mode", "acceptEdits", "--allowedTools", "Write", "Bash"]
+        return agents.start(argv, repo, env)
+
+    return run
 
 
 def bash(command: str) -> ToolCall:
@@ -120,17 +141,8 @@ def test_claude_code_session_compaction_kill_and_resume(
     integrate(repo)
     with AnthropicServer() as server:
         request.addfinalizer(lambda: server.dump(tmp_path / "requests"))
-        env = agent_env(
-            ANTHROPIC_BASE_URL=server.url,
-            ANTHROPIC_API_KEY="dummy",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_AUTOUPDATER="1",
-        )
-
-        def run(prompt: str, *more: str) -> Running:
-            argv = [str(claude), "-p", prompt, *more, "--output-format", "json"]
-            argv += ["--permission-mode", "acceptEdits", "--allowedTools", "Write", "Bash"]
-            return agents.start(argv, repo, env)
+        env = claude_env(server)
+        run = runner(claude, repo, agents, env)
 
         # turns 1 and 2: a step each, through the agent's own tools
         server.script(*step_turn(repo, "s1", "a.md"), Text("s1 is done."))
@@ -217,3 +229,42 @@ def record_transcript(home: Path, name: str) -> None:
     assert found, "Claude Code wrote no transcript"
     if where:
         shutil.copyfile(found[-1], Path(where) / name)  # the session's (the largest) file
+
+
+def tool_errors(requests: list[Request]) -> dict[str, str]:
+    """The tool results Claude Code marked as errors, by tool call id."""
+    out = {}
+    for request in requests:
+        for message in request.body.get("messages", []):
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "tool_result" and block.get("is_error"):
+                    out[str(block["tool_use_id"])] = json.dumps(block.get("content"))
+    return out
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="every `claude -p --continue` fires SessionStart(resume); the hook runs the "
+    "five-step resume even after a clean SessionEnd, so the task is left recovering and "
+    "the agent's own `git ckpt step start` exits 13 (shared-notes FINDINGS 1, for h13a)",
+)
+def test_a_continued_turn_keeps_the_task_working(
+    claude: Path, repo: Path, agents: Agents, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A second turn (`--continue` after a clean end) can move its step, and its turn
+    ends with a checkpoint, as the first turn's did."""
+    make_task(repo)
+    integrate(repo)
+    with AnthropicServer() as server:
+        request.addfinalizer(lambda: server.dump(tmp_path / "requests"))
+        run = runner(claude, repo, agents, claude_env(server))
+        server.script(*step_turn(repo, "s1", "a.md"), Text("s1 is done."))
+        run(f"Work on task {TASK}: do step s1.").wait()
+        server.script(bash(f"git ckpt step start {TASK} s2"), Text("s2 started."))
+        run("Now start step s2.", "--continue").wait()
+        errors = tool_errors(server.requests)
+    assert task_state(repo)["current_step"] == "s2"
+    assert errors == {}, errors
+    turn_ends = [c for c in checkpoints(repo) if c["trigger"] == "turn_end"]
+    assert len(turn_ends) == 2, hooks_log(repo)
