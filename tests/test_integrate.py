@@ -24,6 +24,7 @@ CLAUDE_EVENTS = [
     "Stop",
     "StopFailure",
     "SessionEnd",
+    "PostCompact",
 ]
 CODEX_EVENTS = [
     "SessionStart",
@@ -86,7 +87,7 @@ def test_absent_files_created_then_removed_without_a_trace(repo: Path) -> None:
     ckpt(repo, "init")
     before = snapshot(repo)
     out = ckpt(repo, "integrate", "claude-code").stdout
-    assert "created   .claude/settings.json (8 hooks added)" in out
+    assert "created   .claude/settings.json (9 hooks added)" in out
     assert "created   CLAUDE.md" in out
     data = json.loads((repo / ".claude" / "settings.json").read_text())
     assert list(data) == ["hooks"]
@@ -98,7 +99,7 @@ def test_absent_files_created_then_removed_without_a_trace(repo: Path) -> None:
     assert "git ckpt step start TASK STEP_ID" in claude_md
 
     out = ckpt(repo, "integrate", "claude-code", "--remove").stdout
-    assert "removed   .claude/settings.json (8 hooks removed)" in out
+    assert "removed   .claude/settings.json (9 hooks removed)" in out
     assert "removed   CLAUDE.md (block removed)" in out
     assert snapshot(repo) == before
     assert not (repo / ".claude").exists()
@@ -131,7 +132,7 @@ def test_second_integrate_changes_nothing_and_says_so(repo: Path) -> None:
     ckpt(repo, "integrate", "claude-code")
     after_first = snapshot(repo)
     out = ckpt(repo, "integrate", "claude-code").stdout
-    assert "unchanged .claude/settings.json (8 hooks present)" in out
+    assert "unchanged .claude/settings.json (9 hooks present)" in out
     assert "nothing changed: already integrated" in out
     assert snapshot(repo) == after_first
     result = ckpt_json(repo, "integrate", "claude-code")
@@ -271,7 +272,7 @@ def test_user_scope_writes_under_home_only(repo: Path) -> None:
     user_file.write_text('{\n\t"theme": "dark"\n}')
     repo_before, home_before = snapshot(repo), snapshot(home)
     out = ckpt(repo, "integrate", "claude-code", "--user").stdout
-    assert "updated   ~/.claude/settings.json (8 hooks added)" in out
+    assert "updated   ~/.claude/settings.json (9 hooks added)" in out
     assert snapshot(repo) == repo_before
     assert not (repo / ".git" / "agent" / "integrations.json").exists()
     data = json.loads(user_file.read_text())

@@ -39,6 +39,7 @@ CLAUDE_HOOKS = (
     HookSpec("Stop", None, 60),
     HookSpec("StopFailure", None, 60),
     HookSpec("SessionEnd", None, 30),
+    HookSpec("PostCompact", None, 30),
 )
 CODEX_HOOKS = (
     HookSpec("SessionStart", "startup|resume|compact|clear", 30),
