@@ -204,6 +204,25 @@ def test_restore_keeps_a_constraint_added_mid_task_and_lists_a_removed_one(repo:
     assert "[seed42] (block) Experiments must use seed 42" in md
 
 
+def test_the_brief_only_does_not_call_the_starting_constraints_added(repo: Path) -> None:
+    """`resume --brief-only` (what a compaction hook injects) compares the contract with
+    the task's last checkpoint, not with nothing: a constraint bound at `task start` is
+    not "added since the starting checkpoint"; one added to the contract since is."""
+    write(repo / ".agent" / "contracts" / "constraints.yaml", CONTRACT)
+    commit_all(repo)
+    start(repo)
+    out = ckpt_json(repo, "resume", "t", "--brief-only")
+    assert "added to the contract since" not in out["brief_markdown"]
+    assert "[seed42] (block) Experiments must use seed 42" in out["brief_markdown"]
+    added = CONTRACT.replace(
+        "constraints:\n",
+        "constraints:\n  - id: no-net\n    text: Never download data during a run\n",
+    )
+    write(repo / ".agent" / "contracts" / "constraints.yaml", added)
+    out = ckpt_json(repo, "resume", "t", "--brief-only")
+    assert "(added to the contract since the starting checkpoint: no-net)" in out["brief_markdown"]
+
+
 # -- 7. prose rules reach the brief verbatim --------------------------------------------
 
 

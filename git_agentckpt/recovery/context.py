@@ -113,11 +113,16 @@ def _tree_text(repo: GitRepo, tree: str, path: str) -> str | None:
     return repo.read_blob(entry[0]).decode("utf-8", "replace")
 
 
-def contract_context(repo: GitRepo, now: Contract | None, start_tree: str) -> ContractContext:
-    """The contract now and in the starting checkpoint's tree, and the prose rules."""
-    at_start: Contract | None = None
+def contract_context(
+    repo: GitRepo, now: Contract | None, start_tree: str | None
+) -> ContractContext:
+    """The contract now and in the starting checkpoint's tree, and the prose rules. With
+    no starting checkpoint (None) nothing was added or removed since: there is no since."""
+    at_start: Contract | None = now if start_tree is None else None
     unreadable = None
     for name in CONTRACT_FILENAMES:
+        if start_tree is None:
+            break
         text = _tree_text(repo, start_tree, f"{CONTRACTS_DIR}/{name}")
         if text is not None:
             try:
@@ -130,7 +135,7 @@ def contract_context(repo: GitRepo, now: Contract | None, start_tree: str) -> Co
             prose_now: str | None = fh.read()
     except (OSError, UnicodeDecodeError):
         prose_now = None
-    prose_start = _tree_text(repo, start_tree, PROSE_FILE)
+    prose_start = prose_now if start_tree is None else _tree_text(repo, start_tree, PROSE_FILE)
     return ContractContext(
         now=now,
         at_start=at_start,
@@ -197,5 +202,5 @@ def constraints_for_state(
     checkpoint it resumed from (`state.recovery.from`), and its state's ids."""
     recovery = state.get("recovery")
     start = recovery.get("from") if isinstance(recovery, dict) else None
-    tree = repo.read_commit(start).tree if isinstance(start, str) else repo.empty_tree()
+    tree = repo.read_commit(start).tree if isinstance(start, str) else None
     return contract_context(repo, contract, tree).constraints_in_force(state)

@@ -130,10 +130,9 @@ class _Session:
         return str(self.report["id"])
 
     def facts(self, state: dict[str, JSON], mode: str, start_tree: str | None) -> Facts:
-        tree = start_tree or self.ws.repo.empty_tree()
         return Facts(
             state=state,
-            contract=contract_context(self.ws.repo, self.contract, tree),
+            contract=contract_context(self.ws.repo, self.contract, start_tree),
             budget=budget(state.get("usage") or {}, self.events),
             mode=mode,
             work=work_events(
@@ -191,7 +190,8 @@ def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     s = _open(ws, task_name, opts)
     if opts.brief_only:
         brief = build_brief(
-            s.facts(s.state_now, "brief only", None), max_tokens=opts.max_brief_tokens
+            s.facts(s.state_now, "brief only", s.view.tip.tree if s.view.tip else None),
+            max_tokens=opts.max_brief_tokens,
         )
         message = "brief only: nothing was changed"
         return ResumeOutcome(Exit.OK, "brief", message, {"task": s.task.name}, brief)
