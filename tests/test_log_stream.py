@@ -48,9 +48,12 @@ def test_log_json_is_every_event_as_stored_in_order(repo: Path) -> None:
     ]
     assert ckpt(repo, "log", "t", "--json").stdout.splitlines() == expected
     text = ckpt(repo, "log", "t").stdout.splitlines()
-    assert text == [
+    heads = [x for x in text if not x.startswith(" " * 31)]  # a second line: the details
+    assert heads == [
         f"{e.seq:>5}  {e.ts}  {e.summary().split(' ', 1)[1]}" for e in ck.log.read(TaskName("t"))
     ]
+    first_call = next(x for x in heads if x.endswith("tool.call"))
+    assert text[text.index(first_call) + 1] == " " * 31 + 'in: {"i": 0} | out: ok'
     assert ckpt(repo, "log", "t", "-n", "2", "--json").stdout.splitlines() == expected[-2:]
 
 
