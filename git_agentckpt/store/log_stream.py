@@ -198,7 +198,10 @@ def _last(
     last: list[LogEntry] = []
     opened = f is None or f.since_commit is None
     for info in log.repo.walk(tip):
-        if len(last) >= limit or (opened and f is not None and f.since_commit):
+        if len(last) >= limit:  # (a `since_commit` checkpoint of this task is further back)
+            opened = True
+            break
+        if opened and f is not None and f.since_commit:
             break
         for e in reversed(entries(info)):
             if f is None or f.match(e.obj):
