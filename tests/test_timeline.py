@@ -210,27 +210,57 @@ def test_timeline_page_in_headless_chromium(repo: Path, tmp_path: Path) -> None:
         shutil.copy(page, keep + ".html")
 
 
-def test_ten_thousand_events_are_counted_in_buckets(repo: Path) -> None:
-    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
+def ten_thousand(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A task of 10,000 agent events over six hours (a clock that advances 2.16 s per
+    event, with a failed and a done step and checkpoints among them)."""
+    from git_agentckpt.model import iso_now
+    from git_agentckpt.store import events as events_module
+
+    clock = [1_780_000_000.0]
+
+    def fake_now(now: float | None = None) -> str:
+        clock[0] += 0.001
+        return iso_now(clock[0] if now is None else now)
+
+    monkeypatch.setattr(events_module, "iso_now", fake_now)
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one", "--step", "s2:two")
     ck = git_agentckpt.open(str(repo))
-    ck.step_start("t", "s1")
-    log = ck.log
-    base = 1_780_000_000.0
-    for i in range(0, 10_000, 500):
-        batch = [
-            NewEvent("tool.call" if k % 5 else "model.call", input={"i": i + k}) for k in range(500)
-        ]
-        log.append(TaskName("t"), batch)
+    for part in range(4):
+        if part == 1:
+            ck.step_start("t", "s1")
+        if part == 2:
+            ck.step_fail("t", "s1", {"error": "boom"})
+            ck.step_start("t", "s1")
+        batch = []
+        for k in range(2500):
+            clock[0] += 2.16
+            kind = "model.call" if k % 5 == 0 else "tool.call"
+            batch.append(NewEvent(kind, input={"i": part * 2500 + k}))
+            if len(batch) == 10:
+                ck.log.append(TaskName("t"), batch)
+                batch = []
+        ck.create("t", message=f"part {part}", light=True)
+    return ck
+
+
+def test_ten_thousand_events_are_counted_in_buckets(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ck = ten_thousand(repo, monkeypatch)
     tl = build_timeline(ck, "t")
     buckets = [m for m in tl.marks if m.kind == "bucket"]
-    assert tl.counts["events"] >= 10_000 and tl.counts["tool calls"] == 8000
-    assert tl.bucket_seconds >= 60 and buckets
-    assert sum(m.count for m in buckets) + sum(m.kind == "event" for m in tl.marks) == 10_000
-    assert "8000 tool.call" in buckets[0].detail or len(buckets) > 1
+    assert tl.counts["tool calls"] == 8000 and tl.counts["model calls"] == 2000
+    assert tl.end - tl.start > 6 * 3600 - 60
+    assert tl.bucket_seconds == 300  # six hours in minutes: more than 240 buckets
+    assert 60 < len(buckets) <= 240
+    counted = sum(m.count for m in buckets) + sum(m.kind == "event" for m in tl.marks)
+    assert counted == 10_000
+    assert all(m.detail.startswith(f"{m.count} events in 5 min: ") for m in buckets)
+    assert "tool.call" in buckets[1].detail and "model.call" in buckets[1].detail
+    assert tl.counts["checkpoints"] == 5 and tl.counts["steps failed"] == 1
     page = render(tl)
     assert len(page) < 400_000  # not one element per event
     assert page.count('class="bar"') == len(buckets) + 1  # and one in the legend
-    assert base > 0
 
 
 def test_every_field_is_escaped(repo: Path) -> None:

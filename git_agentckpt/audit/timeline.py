@@ -347,7 +347,9 @@ class _Builder:
             k = int(b.start // size)
             m = merged.get(k)
             if m is None:
-                merged[k] = m = _Bucket(k * float(size), b.ts, first_commit=b.first_commit)
+                merged[k] = m = _Bucket(
+                    k * float(size), iso_now(k * float(size)), first_commit=b.first_commit
+                )
             m.count += b.count
             for t, n in b.types.items():
                 m.types[t] = m.types.get(t, 0) + n

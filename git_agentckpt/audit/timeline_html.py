@@ -202,7 +202,7 @@ def svg(tl: Timeline) -> str:
         buckets = [(n, m) for n, m in mine if m.kind == "bucket"]
         singles = [(n, m) for n, m in mine if m.kind != "bucket"]
         placed = _rows(lane, singles, axis)
-        used = max([r for _, _, r, _ in placed], default=0) + 1
+        used = max([r + 1 for _, _, r, _ in placed], default=0 if buckets else 1)
         height = used * ROW + 12 + (70 if buckets else 0)
         parts.append(
             f'<g class="lane lane-{lane}"><rect class="band" x="0" y="{y:.1f}" width="{WIDTH}" '
@@ -213,6 +213,12 @@ def svg(tl: Timeline) -> str:
             parts.append(f'<text class="none" x="{LEFT + 6}" y="{y + 18:.1f}">none</text>')
         if buckets:
             parts.append(_histogram(buckets, axis, y + 4, 70))
+            most = max(m.count for _, m in buckets)
+            per = f"{tl.bucket_seconds // 60} min"
+            parts.append(
+                f'<text class="none" x="8" y="{y + 34:.1f}">bars: events</text>'
+                f'<text class="none" x="8" y="{y + 48:.1f}">per {per}, max {most}</text>'
+            )
         base = y + (70 if buckets else 0) + 6 + ROW / 2
         for n, m, row, label in placed:
             parts.append(_item(n, m, axis, base + row * ROW, label))
