@@ -63,7 +63,9 @@ def _write(path: str, page: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
-        os.chmod(tmp, 0o644)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # as `open` would have made it
         os.replace(tmp, path)
     except OSError as exc:
         os.unlink(tmp)

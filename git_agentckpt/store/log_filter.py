@@ -113,6 +113,7 @@ def bad_since(text: str) -> UsageError:
 # -- the details line of the text output -------------------------------------------------
 
 DETAIL_WIDTH = 72  # each value is cut to this many characters
+_CONTROLS = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
 
 
 def compact(value: JSON, width: int = DETAIL_WIDTH) -> str:
@@ -120,8 +121,7 @@ def compact(value: JSON, width: int = DETAIL_WIDTH) -> str:
     JSON; runs of white space and control characters become one space (nothing from a
     payload reaches the terminal as a control sequence); cut to `width` with `…`."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = "".join(" " if (c < " " or "\x7f" <= c < "\xa0") else c for c in text)
-    text = " ".join(text.split())
+    text = " ".join(text[: width * 8].translate(_CONTROLS).split())  # a long value: its head
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
