@@ -59,6 +59,7 @@ def main() -> None:
         page = str(root / "t.html")
         rows = [
             ("log", ["log", "t"]),
+            ("log --json", ["log", "t", "--json"]),
             ("log --type tool.call", ["log", "t", "--type", "tool.call"]),
             ("log --type model. --step s2", ["log", "t", "--type", "model.", "--step", "s2"]),
             ("log --json --type tool.call", ["log", "t", "--json", "--type", "tool.call"]),
@@ -74,6 +75,12 @@ def main() -> None:
             ms = median([r[0] for r in runs])
             mib = max(r[1] for r in runs) / 1024
             print(f"| `git ckpt {name}` | {ms:.0f} | {mib:.1f} |", flush=True)
+        ref = "refs/agent/events/t"
+        runs = [child(["git", "log", "--format=%B", ref], env, repo) for _ in range(args.rounds)]
+        mib = max(r[1] for r in runs) / 1024
+        print(
+            f"| `git log --format=%B` (reference) | {median([r[0] for r in runs]):.0f} | {mib:.1f} |"
+        )
         size = os.path.getsize(page)
         print(f"timeline page: {size / 1024:.0f} KiB")
 
