@@ -77,10 +77,8 @@ def main() -> None:
             print(f"| `git ckpt {name}` | {ms:.0f} | {mib:.1f} |", flush=True)
         ref = "refs/agent/events/t"
         runs = [child(["git", "log", "--format=%B", ref], env, repo) for _ in range(args.rounds)]
-        mib = max(r[1] for r in runs) / 1024
-        print(
-            f"| `git log --format=%B` (reference) | {median([r[0] for r in runs]):.0f} | {mib:.1f} |"
-        )
+        ms, mib = median([r[0] for r in runs]), max(r[1] for r in runs) / 1024
+        print(f"| `git log --format=%B` (reference) | {ms:.0f} | {mib:.1f} |")
         size = os.path.getsize(page)
         print(f"timeline page: {size / 1024:.0f} KiB")
 
