@@ -53,7 +53,9 @@ class LogEntry:
         head = f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
         if "input" not in o and "output" not in o and "data" not in o:
             return head
-        shown = {k: v for k, v in o.items() if payload_ref(v) is None}  # apart: named above
+        shown = o  # a payload stored apart is named on the first line, not repeated
+        if self.stored_apart:
+            shown = {k: v for k, v in o.items() if payload_ref(v) is None}
         more = details_line(shown)
         return f"{head}\n{' ' * 31}{more}" if more else head
 
