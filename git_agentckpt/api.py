@@ -30,6 +30,7 @@ from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
+    from git_agentckpt.audit.timeline import Timeline
     from git_agentckpt.contracts.approvals import PendingCommand
     from git_agentckpt.contracts.engine import CheckOutcome
     from git_agentckpt.contracts.trust import TrustEntry
@@ -292,6 +293,15 @@ class Checkpointer(Workspace):
 
         data = read_report(self.repo, TaskName(task), report_id)
         return {**data, "markdown": report_markdown(data)}
+
+    def timeline(self, task: str, commit_url: str | None = None) -> tuple[Timeline, str]:
+        """The timeline of `task` for people (audit/timeline.py) and its self-contained
+        HTML page; `commit_url`: a forge's commit page with `{commit}` in it."""
+        from git_agentckpt.audit.timeline import build_timeline
+        from git_agentckpt.audit.timeline_html import render
+
+        tl = build_timeline(self, self.require_task(task).name)
+        return tl, render(tl, commit_url)
 
     def quote_path(self, path: str) -> str:
         """A file name for text output, quoted as git quotes it (`paths.quote`), following

@@ -32,8 +32,6 @@ def calls(repo: Path, n: int, batch: int = 1) -> None:
         )
 
 
-
-
 def test_log_json_is_every_event_as_stored_in_order(repo: Path) -> None:
     start(repo)
     calls(repo, 6, batch=3)  # batches: several events per commit
@@ -48,9 +46,12 @@ def test_log_json_is_every_event_as_stored_in_order(repo: Path) -> None:
     ]
     assert ckpt(repo, "log", "t", "--json").stdout.splitlines() == expected
     text = ckpt(repo, "log", "t").stdout.splitlines()
-    assert text == [
+    heads = [x for x in text if not x.startswith(" " * 31)]  # a second line: the details
+    assert heads == [
         f"{e.seq:>5}  {e.ts}  {e.summary().split(' ', 1)[1]}" for e in ck.log.read(TaskName("t"))
     ]
+    first_call = next(x for x in heads if x.endswith("tool.call"))
+    assert text[text.index(first_call) + 1] == " " * 31 + 'in: {"i": 0} | out: ok'
     assert ckpt(repo, "log", "t", "-n", "2", "--json").stdout.splitlines() == expected[-2:]
 
 
@@ -59,7 +60,8 @@ def test_log_n_reads_only_n_commits(repo: Path) -> None:
     calls(repo, 300)
     with walked() as seen:
         out = ckpt(repo, "log", "t", "-n", "3").stdout.splitlines()
-    assert len(out) == 3 and len(seen) <= 4
+    heads = [x for x in out if not x.startswith(" " * 31)]
+    assert len(heads) == 3 and len(out) == 6 and len(seen) <= 4
 
 
 def test_the_log_is_a_stream_not_a_list(repo: Path) -> None:

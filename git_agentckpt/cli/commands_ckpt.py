@@ -185,11 +185,40 @@ def show(ctx: click.Context, checkpoint: str, as_json: bool) -> None:
 @click.argument("task")
 @click.option("-n", "--limit", type=click.IntRange(min=1), help="Only the last N events.")
 @click.option("--full", is_flag=True, help="Load payloads stored apart (above 64 KiB).")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    metavar="TYPE",
+    help="Only events of TYPE (repeatable; `tool.` or `tool`: every tool.* type).",
+)
+@click.option("--step", metavar="ID", help="Only events linked to step ID.")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Only events since an age (2h, 3d), a date/time, or a checkpoint id.",
+)
+@click.option("--actor", metavar="WHO", help="Only events whose actor has WHO (or KEY=VALUE).")
 @json_option
 @click.pass_context
-def log(ctx: click.Context, task: str, limit: int | None, full: bool, as_json: bool) -> None:
-    """Show the event log of TASK (text, or JSON Lines with --json), oldest first."""
-    entries = open_ckpt(ctx).log_entries(task, limit, full)
+def log(
+    ctx: click.Context,
+    task: str,
+    limit: int | None,
+    full: bool,
+    types: tuple[str, ...],
+    step: str | None,
+    since: str | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Show the event log of TASK (text, or JSON Lines with --json), oldest first.
+
+    The text output shows each event's inputs, outputs and tokens on a second line,
+    long values cut."""
+    ck = open_ckpt(ctx)
+    filt = ck.log_filter(task, types, step, since, actor)
+    entries = ck.log_entries(task, limit, full, filt)
     out: list[str] = []
     merged_seen = False
     for e in entries:  # printed as read: memory stays flat on a long log

@@ -8,7 +8,9 @@ again. Anything else (another writer's spacing, extra keys, a number as text) go
 through `Event.from_json`, as every read does, and a line that is not an event at all
 (damaged, or brought by a fetch from a careless writer) is skipped and named once as a
 warning. Big payloads stored apart (store/payloads.py) stay references here unless
-the caller asks for them (`git ckpt log --full`).
+the caller asks for them (`git ckpt log --full`). Filters (`--type`, `--step`,
+`--since`, `--actor`: store/log_filter.py) apply to each event as it is read; with
+`-n N` the walk back stops at the Nth matching event.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from git_agentckpt.git.repo import CommitInfo
 from git_agentckpt.model import JSON, Event, summary_of
 from git_agentckpt.paths import json_safe
 from git_agentckpt.store.events import EventLog
-from git_agentckpt.store.payloads import MARK, load, placeholder, refs_in
+from git_agentckpt.store.log_filter import LogFilter, details_line
+from git_agentckpt.store.payloads import MARK, load, payload_ref, placeholder, refs_in
 from git_agentckpt.store.refs import TaskName
 
 _decode = json.JSONDecoder().raw_decode
@@ -47,7 +50,14 @@ class LogEntry:
         what = summary_of(o["seq"], o["type"], o.get("links") or {}, o["actor"], o.get("data"))
         mark = "*" if self.merged else " "
         apart = f"  {self.stored_apart}" if self.stored_apart else ""
-        return f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
+        head = f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
+        if "input" not in o and "output" not in o and "data" not in o:
+            return head
+        shown = o  # a payload stored apart is named on the first line, not repeated
+        if self.stored_apart:
+            shown = {k: v for k, v in o.items() if payload_ref(v) is None}
+        more = details_line(shown)
+        return f"{head}\n{' ' * 31}{more}" if more else head
 
     def json_line(self) -> str:
         """One compact JSON line, keys sorted (the stored text when it is canonical)."""
@@ -140,26 +150,70 @@ def stream(
     limit: int | None,
     warn: Callable[[str], None],
     full: bool = False,
+    filt: LogFilter | None = None,
 ) -> Iterator[LogEntry]:
     """The events of `task`'s log, oldest first; with `limit`, only the last `limit`
-    (and only their commits are read); `full`: payloads stored apart loaded back."""
+    (and only their commits are read); `full`: payloads stored apart loaded back;
+    `filt`: only the events it selects (with `limit`: the last `limit` of those)."""
     tip = log.repo.read_ref(task.events_ref)
     if tip is None:
         return
+    f = filt if filt is not None and not filt.empty else None
 
     def entries(info: CommitInfo) -> list[LogEntry]:
         found = _entries(info, warn)
         return [_full(log, info, e, warn) for e in found] if full else found
 
     if limit is None:
+        opened = f is None or f.since_commit is None
         for info in log.repo.walk_oldest_first(tip):
-            yield from entries(info)
+            for e in entries(info):
+                if f is None:
+                    yield e
+                    continue
+                opened = opened or f.opens(e.obj)
+                if opened and f.match(e.obj):
+                    yield e
+        if not opened and f is not None:
+            warn(_never_opened(f))
         return
+    yield from _last(log, tip, limit, f, entries, warn)
+
+
+def _never_opened(f: LogFilter) -> str:
+    return (
+        f"checkpoint {str(f.since_commit)[:12]} has no checkpoint.prepare event in this log: "
+        "nothing shown from it (`git ckpt verify` checks the trail)"
+    )
+
+
+def _last(
+    log: EventLog,
+    tip: str,
+    limit: int,
+    f: LogFilter | None,
+    entries: Callable[[CommitInfo], list[LogEntry]],
+    warn: Callable[[str], None],
+) -> Iterator[LogEntry]:
+    """The last `limit` selected events, oldest first: read back from the tip only
+    until they are found (or the `since_commit` event is reached)."""
     last: list[LogEntry] = []
+    opened = f is None or f.since_commit is None
     for info in log.repo.walk(tip):
-        if len(last) >= limit:
+        if len(last) >= limit:  # (a `since_commit` checkpoint of this task is further back)
+            opened = True
             break
-        last.extend(reversed(entries(info)))
+        if opened and f is not None and f.since_commit:
+            break
+        for e in reversed(entries(info)):
+            if f is None or f.match(e.obj):
+                last.append(e)
+            if f is not None and f.since_commit and f.opens(e.obj):
+                opened = True
+                break
+    if not opened and f is not None:
+        warn(_never_opened(f))
+        return
     del last[limit:]
     last.reverse()
     yield from last

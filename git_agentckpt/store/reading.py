@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Self
 
 from git_agentckpt.errors import CkptError, NotFound, UsageError
@@ -29,6 +29,7 @@ from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import current_state, read_task
 
 if TYPE_CHECKING:
+    from git_agentckpt.store.log_filter import LogFilter
     from git_agentckpt.store.log_stream import LogEntry
 
 __all__ = ["MAIN_WORKTREE", "TaskReader", "owner_of", "worktree_of"]
@@ -188,18 +189,47 @@ class TaskReader:
         return out
 
     def log_entries(
-        self, task: str, limit: int | None = None, full: bool = False
+        self,
+        task: str,
+        limit: int | None = None,
+        full: bool = False,
+        filt: LogFilter | None = None,
     ) -> Iterator[LogEntry]:
         """The event log as a stream, oldest first (`store/log_stream.py`): constant
         memory, and with `limit` only the last `limit` events' commits are read; `full`
-        loads the payloads stored apart (store/payloads.py). Damaged lines are skipped
-        and named in `warnings`."""
+        loads the payloads stored apart (store/payloads.py); `filt` selects events
+        (`log_filter`). Damaged lines are skipped and named in `warnings`."""
         from git_agentckpt.store.log_stream import stream
 
         t = TaskName(task)
         if not self.log.exists(t):
             raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
-        return stream(self.log, t, limit, self.store.warn, full)
+        return stream(self.log, t, limit, self.store.warn, full, filt)
+
+    def log_filter(
+        self,
+        task: str,
+        types: Sequence[str] = (),
+        step: str | None = None,
+        since: str | None = None,
+        actor: str | None = None,
+    ) -> LogFilter:
+        """The filter of `git ckpt log`'s options; `since` is an age, a date or a
+        checkpoint id of `task` (store/log_filter.py)."""
+        from git_agentckpt.store.log_filter import LogFilter, bad_since, parse_since
+
+        since_ts = since_commit = None
+        if since is not None:
+            since_ts = parse_since(since)
+            if since_ts is None:
+                try:
+                    found = self.resolve(since)
+                except CkptError:
+                    raise bad_since(since) from None
+                if found.task != TaskName(task).name:
+                    raise bad_since(since)
+                since_commit = found.commit
+        return LogFilter(tuple(types), step, actor, since_ts, since_commit)
 
     def events(self, task: str, limit: int | None = None) -> list[Event]:
         t = TaskName(task)
