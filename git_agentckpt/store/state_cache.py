@@ -128,12 +128,18 @@ class StateCache:
         write_sealed(self.path(task), payload)
 
 
+MAX_SEALED = 256 << 20  # bytes: a bigger cache file is not one of ours
+
+
 def read_sealed(path: str) -> str | None:
     """The payload of a file `write_sealed` wrote; None when it is missing, torn, garbled
     or edited (its digest does not match)."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(256 << 20)
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_SEALED:
+                return None  # not one of ours: rebuilt from the refs
+            data = fh.read(size + 1)  # read(n) allocates n: never a fixed 256 MiB
     except OSError:
         return None
     import hashlib
