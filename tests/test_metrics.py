@@ -170,10 +170,10 @@ def test_totals_and_text_output(hand_built: Path) -> None:
     assert t["tool_calls_repeated"] == 1 and t["confirmed_after_retries"] == 1
     assert t["tokens_to_first_step"] == 150 and t["step_executions"] == 6
     text = ckpt(hand_built, "metrics").output
-    assert "violations: 1 after (3 checks), 1 before (3 checks)" in text
+    assert "violations: 1 after (3 check(s)), 1 before (3 check(s))" in text
     assert "seed42 at step 2 (s4)" in text
     assert "s1 done (NOT expected)" in text and "s3 unfinished (expected)" in text
-    assert "restatement: confirmed after retries (2 tries)" in text
+    assert "restatement: confirmed after retries (tries: 2)" in text
     assert "README.md (write_event)" in text and "verdict: resume " in text
 
 

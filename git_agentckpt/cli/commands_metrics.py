@@ -89,8 +89,8 @@ def _resume(r: dict[str, Any]) -> None:
         for x in v["after_items"]
     )
     click.echo(
-        f"    violations: {v['after']} after ({v['checks_after']} checks), {v['before']} "
-        f"before ({v['checks_before']} checks)" + (f"; after: {where}" if where else "")
+        f"    violations: {v['after']} after ({v['checks_after']} check(s)), {v['before']} "
+        f"before ({v['checks_before']} check(s))" + (f"; after: {where}" if where else "")
     )
     steps = ", ".join(
         f"{_text(s['step'])} {s['kind']}" + (" (expected)" if s["expected"] else " (NOT expected)")
@@ -114,7 +114,7 @@ def _resume(r: dict[str, Any]) -> None:
         "after_retries": "confirmed after retries",
         "by_person": "confirmed by a person",
     }.get(said["outcome"], "not confirmed")
-    click.echo(f"    restatement: {how} ({said['tries']} tries)")
+    click.echo(f"    restatement: {how} (tries: {said['tries']})")
     alarms = "; ".join(
         f"{_text(a['signal'])} {_text(a['subject'] or '')}: "
         + (
