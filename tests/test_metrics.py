@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import git
-from helpers import BIN_DIR, ckpt, ckpt_json, forge_event, real_ckpt, write
+from helpers import BIN_DIR, ckpt, ckpt_json, forge_event, real_ckpt, remote_and_clones, write
 
 import git_agentckpt
 from git_agentckpt.metrics.figures import git_blob_id
@@ -274,3 +274,27 @@ def test_real_interrupted_run(repo: Path) -> None:
     assert row["steps"]["executions"] == 4 and row["steps"]["ratio"] == round(4 / 3, 4)
     blob = git(repo, "rev-parse", f"{r['from_checkpoint']}:config.json")
     assert blob == git_blob_id((SEED % 42).encode())  # the file figure's hash is git's
+
+
+def test_a_fetched_trail_gives_the_same_figures(tmp_path: Path) -> None:
+    """Clone b never ran the task: its metrics come from the fetched log, reports and
+    checkpoints alone, and equal clone a's."""
+    _, a, b = remote_and_clones(tmp_path)
+    setup_task(a, steps=3)
+    ckpt(a, "step", "start", "t", "s1")
+    event(a, "tool.call", {"tool": "Write", "input": {"file_path": str(a / "f"), "content": "x\n"}})
+    event(a, "quota.exceeded", {"error": "429"})
+    form = resume(a)
+    ckpt(a, "confirm", "t", "--restatement", "-", input=restatement(form, "none", "s1"))
+    ckpt(a, "step", "start", "t", "s1")
+    event(a, "tool.call", {"tool": "Write", "input": {"file_path": str(a / "f"), "content": "x\n"}})
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    ours, theirs = ckpt_json(a, "metrics", "t"), ckpt_json(b, "metrics", "t")
+    ours.pop("elapsed_ms"), theirs.pop("elapsed_ms")
+    assert ours == theirs
+    [r] = theirs["tasks"][0]["resumes"]
+    assert [f["path"] for f in r["redone"]["files"]] == ["f"]  # a's path, relative to a
+    assert r["redone"]["tool_calls_count"] == 1 and r["report"]
+    missing = ckpt(b, "metrics", "nobody", ok=False)
+    assert missing.exit_code == 3 and "nobody" in missing.output
