@@ -172,7 +172,7 @@ class Checkpointer(Workspace):
     def _record_metrics(self, task: str) -> None:
         """`recovery.metrics` for each resume whose window has passed (metrics/compute.py:
         the key-event index only, unless one is due). A step never fails for it."""
-        from git_agentckpt.metrics import record_due
+        from git_agentckpt.metrics.recording import record_due
 
         with contextlib.suppress(CkptError):
             record_due(self, TaskName(task))
@@ -182,8 +182,8 @@ class Checkpointer(Workspace):
         violations after each resume against before its interruption, redone work, time
         and tokens to get going, the restatement's outcome, drift alarms; from the event
         log and the recovery reports alone. No tasks: every task with an event log."""
-        from git_agentckpt.metrics import DEFAULT_WINDOW
-        from git_agentckpt.metrics import metrics as compute
+        from git_agentckpt.metrics.compute import DEFAULT_WINDOW
+        from git_agentckpt.metrics.compute import metrics as compute
 
         return compute(self, tasks, DEFAULT_WINDOW if window is None else window)
 

@@ -212,6 +212,7 @@ def test_metrics_are_recorded_once_the_window_passed(repo: Path) -> None:
     [ev] = recorded()
     figures = ev.data["figures"]
     assert ev.data["window"] == 10 and figures["recorded"] is True
+    assert ev.data["reports"] == figures["reports"] == [ev.data["report"]]
     assert figures["window"]["closed_by"] == "steps" and figures["window"]["steps_after"] == 10
     assert figures["redone"]["unfinished"] == 1 and figures["report"] == ev.data["report"]
     ck.step_done("t", "s11")

@@ -4,15 +4,8 @@ the recovery reports alone (a fetched trail works: no work tree is read).
 `task_metrics` reads the log once (oldest first) and the reports of its resumes;
 the checkpoint trees of the after windows are read for the file figure.
 
-`record_due` writes, for each resume whose after window has passed and that has no
-`recovery.metrics` event yet, one `recovery.metrics` event (a tool-only type: the
-`recovery` namespace) with its figures at the default window; nothing is rewritten.
-The facade calls it after `step start` and `step done` (when the (N+1)-th step
-after a resume starts, or the task finishes); it finds the due resumes in the
-log's index of key events (`store/log_index.py`) and reads the full events only
-from the oldest due resume's before window on, so a step costs the same after ten
-or ten thousand events when nothing is due. It is idempotent: a resume whose
-event is logged is never recorded again.
+The `recovery.metrics` events that add these figures to each report once its
+window has passed are written by `recording.py`.
 """
 
 from __future__ import annotations
@@ -21,18 +14,22 @@ import time
 from collections.abc import Sequence
 
 from git_agentckpt.errors import CkptError, UsageError
-from git_agentckpt.metrics.resumes import METRICS_EVENT, resume_figures, totals
+from git_agentckpt.metrics.recording import (
+    DEFAULT_WINDOW,
+    METRICS_EVENT,
+    reports,
+    task_finished,
+)
+from git_agentckpt.metrics.resumes import resume_figures, totals
 from git_agentckpt.metrics.timeline import STEP_START, ResumeSpan, find_resumes
-from git_agentckpt.model import JSON, Event, NewEvent
+from git_agentckpt.model import JSON, Event
 from git_agentckpt.recovery.report import read_report
-from git_agentckpt.store.log_index import key_events
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import Workspace
 
-DEFAULT_WINDOW = 10
 MAX_WINDOW = 10_000
 
-__all__ = ["DEFAULT_WINDOW", "METRICS_EVENT", "metrics", "record_due", "task_metrics"]
+__all__ = ["DEFAULT_WINDOW", "METRICS_EVENT", "figures_of", "metrics", "task_metrics"]
 
 
 class _RepoTrees:
@@ -76,13 +73,6 @@ def check_window(window: int) -> int:
     return window
 
 
-def _finished(ws: Workspace, task: TaskName) -> bool:
-    try:
-        return ws.state(task).get("status") == "done"
-    except CkptError:
-        return False
-
-
 def _worktree(events: Sequence[Event], ws: Workspace) -> str | None:
     for ev in events[:4]:
         state = ev.data.get("state") if ev.type == "task.start" else None
@@ -99,15 +89,7 @@ def _report(ws: Workspace, task: TaskName, report_id: str) -> dict[str, JSON]:
         return {}
 
 
-def _recorded(events: Sequence[Event]) -> set[str]:
-    return {
-        str(ev.data["report"])
-        for ev in events
-        if ev.type == METRICS_EVENT and isinstance(ev.data.get("report"), str)
-    }
-
-
-def _figures(
+def figures_of(
     ws: Workspace,
     task: TaskName,
     events: Sequence[Event],
@@ -146,8 +128,8 @@ def _steps(events: Sequence[Event]) -> dict[str, JSON]:
 def task_metrics(ws: Workspace, task: TaskName, window: int = DEFAULT_WINDOW) -> dict[str, JSON]:
     """Every resume of `task` and the task's totals (the log read once)."""
     events = ws.log.read(task)
-    spans = find_resumes(events, window, _finished(ws, task))
-    resumes = _figures(ws, task, events, spans, window, _recorded(events))
+    spans = find_resumes(events, window, task_finished(ws, task))
+    resumes = figures_of(ws, task, events, spans, window, reports(events, METRICS_EVENT))
     steps = _steps(events)
     sums = totals(resumes)
     sums["step_executions"] = steps["executions"]
@@ -188,50 +170,3 @@ def metrics(
         "tasks": list(rows),
         "totals": sums,
     }
-
-
-def _tail_from(ws: Workspace, task: TaskName, first_id: str) -> list[Event]:
-    """The events from `first_id` (an event of the log) to the tip, oldest first."""
-    out: list[Event] = []
-    for ev in ws.log.iter_back(task):
-        out.append(ev)
-        if ev.id == first_id:
-            break
-    out.reverse()
-    return out
-
-
-def record_due(ws: Workspace, task: TaskName, window: int = DEFAULT_WINDOW) -> list[Event]:
-    """Log a `recovery.metrics` event for each resume whose window has passed and that has
-    none yet (module doc); returns the events written."""
-    key = key_events(ws.log, task)
-    if not any(ev.type == "recovery.ready" for ev in key):
-        return []
-    finished = _finished(ws, task)
-    recorded = _recorded(key)
-    due = [s for s in find_resumes(key, window, finished) if s.passed]
-    due = [s for s in due if s.report not in recorded]
-    if not due:
-        return []
-    pos = min(s.before_start for s in due)
-    events = [*key[:pos], *_tail_from(ws, task, key[pos].id)]
-    spans = [
-        s for s in find_resumes(events, window, finished) if s.report in {d.report for d in due}
-    ]
-    figures = _figures(ws, task, events, spans, window, {s.report for s in spans})
-    new = [
-        NewEvent(
-            METRICS_EVENT,
-            links={"checkpoint": f["resume_checkpoint"]}
-            if isinstance(f.get("resume_checkpoint"), str)
-            else {},
-            data={
-                "report": f["report"],
-                "window": window,
-                "figures": f,
-                "message": f["verdict_line"],
-            },
-        )
-        for f in figures
-    ]
-    return ws.log.append(task, new)

@@ -18,9 +18,7 @@ from git_agentckpt.metrics.figures import (
 from git_agentckpt.metrics.timeline import STEP_START, ResumeSpan
 from git_agentckpt.model import JSON, Event
 
-METRICS_EVENT = "recovery.metrics"
-
-__all__ = ["METRICS_EVENT", "resume_figures", "totals"]
+__all__ = ["resume_figures", "totals"]
 
 
 def _restatement(events: Sequence[Event], span: ResumeSpan) -> dict[str, JSON]:
