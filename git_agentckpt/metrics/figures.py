@@ -180,28 +180,31 @@ def redone_steps(events: Sequence[Event], span: ResumeSpan) -> list[JSON]:
     return out
 
 
-def _tool_key(ev: Event) -> str:
+def _tool(ev: Event) -> str:
     tool = ev.data.get("tool")
-    return json.dumps([tool if isinstance(tool, str) else "", ev.input], sort_keys=True)
+    return tool if isinstance(tool, str) else ""
+
+
+def _tool_key(ev: Event) -> str:
+    """The tool and its input as one string (inputs come from canonical JSON: sorted keys)."""
+    return _tool(ev) + "\0" + json.dumps(ev.input, separators=(",", ":"))
 
 
 def repeated_tool_calls(events: Sequence[Event], span: ResumeSpan) -> list[JSON]:
+    after = [
+        events[i] for i in range(span.ready + 1, span.after_end) if events[i].type == "tool.call"
+    ]
+    keys = {_tool_key(ev) for ev in after}
+    tools = {_tool(ev) for ev in after}
     seen: dict[str, int] = {}
-    for i in range(span.before_start, span.first):
-        if events[i].type == "tool.call":
-            seen.setdefault(_tool_key(events[i]), events[i].seq)
-    out: list[JSON] = []
-    for i in range(span.ready + 1, span.after_end):
+    for i in range(span.before_start, span.first) if after else ():
         ev = events[i]
-        if ev.type == "tool.call" and (same := seen.get(_tool_key(ev))) is not None:
-            tool = ev.data.get("tool")
-            out.append(
-                {
-                    "seq": ev.seq,
-                    "tool": tool if isinstance(tool, str) else None,
-                    "same_as_seq": same,
-                }
-            )
+        if ev.type == "tool.call" and _tool(ev) in tools and (key := _tool_key(ev)) in keys:
+            seen.setdefault(key, ev.seq)
+    out: list[JSON] = []
+    for ev in after:
+        if (same := seen.get(_tool_key(ev))) is not None:
+            out.append({"seq": ev.seq, "tool": _tool(ev) or None, "same_as_seq": same})
     return out
 
 
