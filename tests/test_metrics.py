@@ -299,3 +299,26 @@ def test_a_fetched_trail_gives_the_same_figures(tmp_path: Path) -> None:
     assert r["redone"]["tool_calls_count"] == 1 and r["report"]
     missing = ckpt(b, "metrics", "nobody", ok=False)
     assert missing.exit_code == 3 and "nobody" in missing.output
+
+
+def test_a_step_undone_by_a_rollback_counts_as_rolled_back(repo: Path) -> None:
+    """s1 ended with model.py broken; the resume rolls back to the checkpoint before it
+    (the only one whose assertion holds), so s1 is done again: redone, not expected."""
+    setup_task(repo, steps=2)
+    write(repo / "model.py", "GOOD\n")
+    ckpt(repo, "create", "-t", "t", "--assert", "ok@file_contains:model.py=GOOD")
+    ckpt(repo, "step", "start", "t", "s1")
+    write(repo / "model.py", "BAD\n")
+    ckpt(repo, "step", "done", "t", "s1")
+    ckpt(repo, "create", "-t", "t", "--assert", "ok@file_contains:model.py=GOOD")
+    event(repo, "quota.exceeded", {"error": "429"})
+    out = json.loads(ckpt(repo, "resume", "t", "--json").stdout)
+    assert out["brief"]["recovery"]["steps_reset_to_pending"] == ["s1"]
+    form = str(out["brief"]["restatement_form"])
+    ckpt(repo, "confirm", "t", "--restatement", "-", input=restatement(form, "none", "s1"))
+    ckpt(repo, "step", "start", "t", "s1")
+    r = only_resume(repo)
+    assert [(s["step"], s["kind"], s["expected"]) for s in r["redone"]["steps"]] == [
+        ("s1", "rolled_back", False)
+    ]
+    assert r["redone"]["rolled_back"] == 1 and r["verdict"] == "attention"
