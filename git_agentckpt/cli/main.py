@@ -99,6 +99,7 @@ LAZY_COMMANDS = {
     "integrate": "commands_integrate",
     "import": "commands_import",
     "timeline": "commands_timeline",
+    "metrics": "commands_metrics",
 }
 
 
