@@ -1,0 +1,1 @@
+"""The audit trail checked end to end (`git ckpt verify`)."""
