@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from git_agentckpt.audit.events_check import LogScan
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
-from git_agentckpt.audit.problems import Problem
+from git_agentckpt.audit.problems import Problem, read_error_kind
 from git_agentckpt.git.audit_read import RawCommit, first_parent_chain, missing_objects
 from git_agentckpt.model import parse_trailers
 from git_agentckpt.store.checkpoints import RESUME_TRIGGER, STEP_END_TRIGGER
@@ -73,7 +73,7 @@ def walk_chain(ctx: CommitContext, tip: str) -> ChainWalk:
     for commit in first_parent_chain(ctx.repo, tip):
         first = not walk.links
         if commit.error is not None:
-            kind = "missing-object" if commit.error == "missing" else "unreadable"
+            kind = read_error_kind(commit.error)
             what = "the ref's commit" if first else f"the parent of {walk.links[-1].commit.id[:12]}"
             walk.problem(kind, commit.id, f"{what} ({commit.error}): the chain is broken")
             return walk

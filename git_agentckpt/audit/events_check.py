@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
-from git_agentckpt.audit.problems import Problem
+from git_agentckpt.audit.problems import Problem, read_error_kind
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.audit_read import RawCommit, first_parent_chain
 from git_agentckpt.model import JSON, Event
@@ -46,7 +46,7 @@ def _chain(ctx: CommitContext, tip: str, scan: LogScan) -> list[RawCommit]:
     chain = list(first_parent_chain(ctx.repo, tip))
     if chain and chain[-1].error is not None:
         bad = chain.pop()
-        kind = "missing-object" if bad.error == "missing" else "unreadable"
+        kind = read_error_kind(bad.error or "")
         what = "the log's tip" if not chain else f"the parent of {chain[-1].id[:12]}"
         scan.problem(kind, bad.id, f"{what} ({bad.error}): the events before it cannot be read")
     chain.reverse()

@@ -9,6 +9,7 @@ import json
 
 from git_agentckpt.audit.chain_check import ChainWalk, Link
 from git_agentckpt.audit.per_commit import CommitContext
+from git_agentckpt.audit.problems import read_error_kind
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.audit_read import blob_state
 from git_agentckpt.git.notes import note_id_at
@@ -31,7 +32,7 @@ def _load(
         return None, None
     data, why = blob_state(ctx.repo, blob)
     if data is None:
-        kind = "missing-object" if why == "missing" else "object-corrupt"
+        kind = read_error_kind(why or "")
         walk.problem(kind, c.id, f"the {what} note {blob[:12]}: {why}")
         return blob, None
     try:

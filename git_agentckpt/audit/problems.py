@@ -41,6 +41,13 @@ KINDS: dict[str, str] = {
 }
 
 
+def read_error_kind(error: str) -> str:
+    """The kind of problem a failed read is (`git/audit_read.py` errors)."""
+    if error == "missing":
+        return "missing-object"
+    return "object-corrupt" if error.startswith("corrupt") else "unreadable"
+
+
 @dataclass(frozen=True)
 class Problem:
     task: str | None  # None: a problem of the store, not of one task

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from git_agentckpt.audit import chain_check, notes_check, remote_check, witness
 from git_agentckpt.audit.events_check import scan_log
 from git_agentckpt.audit.per_commit import CommitContext
-from git_agentckpt.audit.problems import Problem, VerifyReport
+from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
@@ -58,7 +58,7 @@ def _tree_of(repo: GitRepo, tip: str | None, ref: str, report: VerifyReport) -> 
         return None
     commit = read_raw_commit(repo, tip)
     if commit.error is not None:
-        kind = "missing-object" if commit.error == "missing" else "unreadable"
+        kind = read_error_kind(commit.error)
         report.add([Problem(None, kind, ref, f"its commit {tip[:12]}: {commit.error}")])
         return None
     if not commit.intact:

@@ -32,7 +32,7 @@ class RawCommit:
     message: str = ""
     raw: bytes = b""  # the object's body, headers included (`gpgsig` for signed commits)
     intact: bool = True  # its bytes hash to its id
-    error: str | None = None  # "missing", "not a commit", or why it could not be read
+    error: str | None = None  # "missing", "corrupt: …", "not a commit …", "unreadable: …"
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -52,7 +52,9 @@ def read_raw(repo: GitRepo, oid: str) -> tuple[str, bytes] | str:
         return "missing"
     except (ValueError, pygit2.GitError) as exc:  # libgit2's own hash check, a bad pack
         text = str(exc) or type(exc).__name__
-        return "missing" if "not found" in text else f"unreadable: {text}"
+        if "hash mismatch" in text:
+            return "corrupt: its content does not hash to its id (changed in place)"
+        return "missing" if "not found" in text else f"unreadable: {text[:120]}"
     names = {ObjectType.COMMIT: "commit", ObjectType.TREE: "tree", ObjectType.BLOB: "blob"}
     return names.get(kind, "tag"), bytes(data)
 
@@ -112,7 +114,7 @@ def blob_state(repo: GitRepo, oid: str) -> tuple[bytes | None, str | None]:
     if kind != "blob":
         return None, f"not a blob (a {kind})"
     if _hash(b"blob", data, oid) != oid:
-        return None, "its content does not hash to its id (changed in place)"
+        return None, "corrupt: its content does not hash to its id (changed in place)"
     return data, None
 
 
