@@ -30,6 +30,7 @@ from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
+    from git_agentckpt.audit.problems import VerifyReport
     from git_agentckpt.contracts.approvals import PendingCommand
     from git_agentckpt.contracts.engine import CheckOutcome
     from git_agentckpt.contracts.trust import TrustEntry
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from git_agentckpt.integrations.install import IntegrateResult
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
-    from git_agentckpt.audit.problems import VerifyReport
     from git_agentckpt.store.doctor import DoctorReport
     from git_agentckpt.store.restoring import RestoreResult as RestoreResult
     from git_agentckpt.store.share import ShareResult as ShareResult

@@ -8,6 +8,7 @@ repository would, never through the tool.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,7 @@ def test_direct_write_to_a_ref_file_bypassing_the_hook(trail: Path) -> None:
     refused = real_ckpt(trail, "verify")  # still clean with the hook in place
     assert refused.returncode == 0
     # git's own update-ref goes through the hook and is refused...
-    with pytest.raises(Exception):
+    with pytest.raises(subprocess.CalledProcessError):
         git(trail, "update-ref", CKPTS, older)
     assert git(trail, "rev-parse", CKPTS) == tip
     # ...writing the ref file is not

@@ -188,15 +188,22 @@ def check_committed(
                 f"{said} says it was committed, but the task's ref was moved back to "
                 f"{tip[:12]}, behind it (tampering)",
             )
-        elif ckpt in scan.committed_merged:
-            walk.problem("committed-elsewhere", where, f"{said} came from another clone", "info")
-        else:
-            stored = "" if ctx.repo.exists(ckpt) else " (and the commit is no longer stored)"
+        elif ctx.repo.exists(ckpt):
             walk.problem(
                 "checkpoint-unreachable",
                 where,
-                f"{said} says it was committed, but the task's ref no longer reaches it{stored}: "
-                "the ref was deleted, reset or the chain rewritten (tampering)",
+                f"{said} says it was committed, but the task's ref no longer reaches it: "
+                "the ref was deleted or reset, or the chain rewritten (tampering)",
+            )
+        elif ckpt in scan.committed_merged:
+            walk.problem("committed-elsewhere", where, f"{said} came from another clone", "info")
+        else:  # another clone's chain never fetched here, or ours cut and its objects pruned
+            walk.problem(
+                "committed-elsewhere",
+                where,
+                f"{said} says it was committed; the commit is not stored here: another clone's "
+                "chain that was never fetched, or a chain rewritten and pruned",
+                "warning",
             )
 
 
