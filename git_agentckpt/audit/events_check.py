@@ -28,6 +28,7 @@ class LogScan:
     commits: int = 0
     events: int = 0
     undigested: int = 0
+    digested: bool = False
     last_seq: int = 0
     ids: set[str] = field(default_factory=set)
     prepared: dict[str, int] = field(default_factory=dict)  # checkpoint commit -> position
@@ -55,8 +56,18 @@ def _chain(ctx: CommitContext, tip: str, scan: LogScan) -> list[RawCommit]:
 
 def _events(commit: RawCommit, scan: LogScan) -> list[Event]:
     _, _, body = commit.message.partition("\n\n")
+    lines = [x for x in body.split("\n") if x.startswith("{")]
+    if not lines:
+        return []
+    try:  # one decode for the whole commit; line by line only to name a bad line
+        objs = json.loads("[" + ",".join(lines) + "]")
+        if len(objs) != len(lines) or not all(isinstance(o, dict) for o in objs):
+            raise ValueError("not one object per line")
+        return [Event.from_json(o) for o in objs]
+    except (ValueError, RecursionError, CkptError):
+        pass
     out: list[Event] = []
-    for n, line in enumerate(x for x in body.split("\n") if x.startswith("{")):
+    for n, line in enumerate(lines):
         where = f"{commit.id[:12]} line {n + 1}"
         try:
             obj = json.loads(line)
@@ -70,13 +81,13 @@ def _events(commit: RawCommit, scan: LogScan) -> list[Event]:
     return out
 
 
-def _digest(
-    commit: RawCommit, parent: RawCommit | None, state: dict[str, bool], scan: LogScan
-) -> None:
+def _digest(commit: RawCommit, before: str | None, chained: bool, scan: LogScan) -> str | None:
+    """Check `commit`'s Log-Digest against `before` (its parent's; `chained`: the parent
+    was read, or it has none); returns its own digest. `scan.digested`: one was seen."""
     content, stored = split_digest(commit.message)
     where = commit.id[:12]
     if stored is None:
-        if state["digested"]:
+        if scan.digested:
             scan.problem(
                 "log-digest-missing",
                 where,
@@ -85,18 +96,16 @@ def _digest(
             )
         else:
             scan.undigested += 1
-        return
-    state["digested"] = True
-    if parent is None and commit.parents:
-        return  # its parent could not be read (reported): nothing to chain from
-    before = split_digest(parent.message)[1] if parent is not None else None
-    if log_digest(before, content) != stored:
+        return None
+    scan.digested = True
+    if chained and log_digest(before, content) != stored:
         scan.problem(
             "log-digest-mismatch",
             where,
             "its events do not match its Log-Digest (chained from the commit before): an "
             "event was edited, removed or moved here",
         )
+    return stored
 
 
 def _seq(ev: Event, where: str, scan: LogScan, seen_seq: set[int]) -> None:
@@ -132,15 +141,16 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     if tip is None:
         return scan
     chain = _chain(ctx, tip, scan)
-    digest_state = {"digested": False}
     seen_seq: set[int] = set()
     pos = 0
+    before: str | None = None
     for i, commit in enumerate(chain):
         scan.commits += 1
         if not commit.intact:
             scan.problem("object-corrupt", commit.id, "the event commit does not hash to its id")
         scan.problems.extend(check_commit(ctx, commit, "event"))
-        _digest(commit, chain[i - 1] if i else None, digest_state, scan)
+        # the oldest commit read chains from nothing only when it is the log's root
+        before = _digest(commit, before, bool(i) or not commit.parents, scan)
         merged = len(commit.parents) > 1
         for ev in _events(commit, scan):
             pos += 1
