@@ -198,3 +198,19 @@ def _compare_copies(
     source = "the witness file"
     report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=False))
     report.add(remote_check.compare_seq(recorded, last_seq, source))
+
+
+def verify_tips(repo: GitRepo, tips: Mapping[str, str | None]) -> VerifyReport:
+    """The trail as `tips` ({ref: new value, None: deleted}, e.g. a push's) would leave it:
+    the tasks whose refs they name (every task when only notes move; none when no agent ref
+    does). The witness file is not read. The caller adds quarantined objects first
+    (`GitRepo.add_object_dirs_from_env`)."""
+    if not any(ref.startswith(remote_check.AUDITED) for ref in tips):
+        return VerifyReport()
+    refs = RefView(repo, dict(tips))
+    touched = sorted({t for ref in tips if (t := remote_check.task_of(ref)) is not None})
+    remaining = set(_tasks(refs))
+    tasks = [t for t in touched if t in remaining]
+    if touched and not tasks:  # only deletions of tasks: nothing left to verify
+        return VerifyReport()
+    return verify_trail(repo, tasks, tips=tips, use_witness=False)
