@@ -282,3 +282,17 @@ def test_every_problem_kind_is_documented() -> None:
     man = (Path(__file__).resolve().parent.parent / "man" / "git-ckpt.1").read_text()
     for kind in KINDS:
         assert f".B {kind}\n" in man, kind
+
+
+def test_deleted_refs(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    git(trail, "update-ref", "-d", CKPTS)
+    code, doc = verify(trail)
+    assert code == 6
+    gone = [p for p in doc["problems"] if p["kind"] == "checkpoint-unreachable"]
+    assert len(gone) == 4 and tip in {p["where"] for p in gone}  # all four checkpoints
+    assert all("deleted" in p["detail"] for p in gone)
+    git(trail, "update-ref", CKPTS, tip)
+    git(trail, "update-ref", "-d", EVENTS)
+    code, doc = verify(trail)
+    assert code == 6 and kinds(doc) == {"checkpoint-unprepared", "claim-unbacked"}

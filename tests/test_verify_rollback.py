@@ -170,3 +170,19 @@ def test_verify_pushed_without_quarantine_sees_objects_missing(
     assert seen.ok, seen.lines()
     assert seen.tasks == ["t"] and seen.checked["checkpoints"] == 4
     assert json.loads(json.dumps(seen.to_json()))["ok"] is True
+
+
+def test_against_a_remote_that_is_ahead_says_fetch(tmp_path: Path) -> None:
+    remote, a, b = remote_and_clones(tmp_path)
+    build_trail(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    ckpt(a, "event", "t", "--type", "tool.call", "--json", '{"n": 5}')
+    ckpt(a, "push")
+    code, doc = verify(b, "--against", "origin")
+    assert code == 6
+    behind = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
+    assert behind["where"] == EVENTS and "git ckpt fetch" in behind["detail"]
+    ckpt(b, "fetch")
+    assert verify(b, "--against", "origin")[0] == 0
+    assert verify(b, "--against", str(remote))[0] == 0  # a URL works as well as a name

@@ -155,7 +155,7 @@ def verify_trail(
     for task in report.tasks:
         try:
             last_seq[task] = _verify_task(repo, refs, task, notes, report)
-        except (CkptError, Exception) as exc:  # hostile records: one line, the next task
+        except Exception as exc:  # hostile records: one line, then the next task
             text = exc.one_line() if isinstance(exc, CkptError) else f"{type(exc).__name__}: {exc}"
             report.add([Problem(task, "unreadable", CHECKPOINTS + task, text[:200])])
     _compare_copies(repo, refs, report, last_seq, against, witness_file if use_witness else "")
@@ -184,7 +184,13 @@ def _compare_copies(
         report.sources.append(f"remote {against}")
         report.add(
             remote_check.compare(
-                repo, refs.value, theirs, f"remote {against}", keep=keep, diverge_ok=True
+                repo,
+                refs.value,
+                theirs,
+                f"remote {against}",
+                keep=keep,
+                diverge_ok=True,
+                behind_hint=True,
             )
         )
     if witness_file == "":
