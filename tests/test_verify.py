@@ -296,3 +296,22 @@ def test_deleted_refs(trail: Path) -> None:
     git(trail, "update-ref", "-d", EVENTS)
     code, doc = verify(trail)
     assert code == 6 and kinds(doc) == {"checkpoint-unprepared", "claim-unbacked"}
+
+
+def test_forged_union_merge_is_caught(trail: Path) -> None:
+    """A fake merge commit (another clone's events, supposedly) carrying an invented event,
+    with a valid Log-Digest: its second parent's log does not hold that event."""
+    tip = git(trail, "rev-parse", EVENTS)
+    _, tip_message = raw_commit(trail, tip)
+    forged = {"v": 1, "id": "01JZZZZZZZZZZZZZZZZZZZZZZY", "seq": 3, "ts": "2026-01-01T00:00:00Z"}
+    forged.update(task="t", type="step.end", actor={}, links={"step": "s2"})
+    body = "merge 1 event(s) from elsewhere\n\n" + json.dumps(forged, sort_keys=True) + "\n"
+    other = git(trail, "rev-parse", EVENTS + "~3")
+    merge = write_commit(trail, EMPTY_TREE, [tip, other], with_digest(body, tip_message))
+    git(trail, "update-ref", EVENTS, merge)
+    code, doc = verify(trail)
+    assert code == 6
+    assert kinds(doc) == {"merge-unbacked"}
+    assert next(p for p in doc["problems"] if p["kind"] == "merge-unbacked")["where"].startswith(
+        merge[:12]
+    )

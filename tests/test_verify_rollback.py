@@ -38,6 +38,7 @@ def test_shared_and_diverged_trails_pass(tmp_path: Path) -> None:
     ckpt(b, "create", "-t", "t", "-m", "from b")
     assert ckpt(b, "push", ok=False).exit_code == 5  # the chains diverged: kept apart
     ckpt(a, "fetch")
+    assert git(b, "rev-list", "--merges", EVENTS)  # the logs were united by a merge commit
     for clone in (a, b):
         code, doc = verify(clone, "--against", "origin")
         assert code == 0, (clone.name, doc["problems"])

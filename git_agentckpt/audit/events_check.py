@@ -136,12 +136,47 @@ def _record(ev: Event, pos: int, where: str, merged: bool, scan: LogScan) -> Non
             scan.step_ends.setdefault(step, []).append(pos)
 
 
+def _theirs(
+    ctx: CommitContext, commit: RawCommit, visited: set[str], scan: LogScan
+) -> dict[str, dict[str, JSON]]:
+    """The events of a union merge's other side that it could copy: the first-parent chain
+    of its second parent back to a commit already seen (each commit is walked once)."""
+    out: dict[str, dict[str, JSON]] = {}
+    for other in first_parent_chain(ctx.repo, commit.parents[1]):
+        if other.id in visited:
+            break
+        visited.add(other.id)
+        if other.error is not None:
+            kind = read_error_kind(other.error)
+            scan.problem(kind, other.id, f"merged by {commit.id[:12]}: {other.error}")
+            break
+        if not other.intact:
+            scan.problem("object-corrupt", other.id, "a merged commit does not hash to its id")
+        for ev in _events(other, scan):
+            out.setdefault(ev.id, ev.to_json())
+    return out
+
+
+def _check_merged(
+    commit: RawCommit, events: list[Event], theirs: dict[str, dict[str, JSON]], scan: LogScan
+) -> None:
+    for ev in events:
+        if theirs.get(ev.id) != ev.to_json():
+            scan.problem(
+                "merge-unbacked",
+                f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}",
+                "a union merge carries an event that the log it merged does not hold "
+                "(forged, or changed on the way)",
+            )
+
+
 def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     scan = LogScan(ctx.task, tip)
     if tip is None:
         return scan
     chain = _chain(ctx, tip, scan)
     seen_seq: set[int] = set()
+    visited: set[str] = {c.id for c in chain} if any(len(c.parents) > 1 for c in chain) else set()
     pos = 0
     before: str | None = None
     for i, commit in enumerate(chain):
@@ -152,7 +187,11 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         # the oldest commit read chains from nothing only when it is the log's root
         before = _digest(commit, before, bool(i) or not commit.parents, scan)
         merged = len(commit.parents) > 1
-        for ev in _events(commit, scan):
+        visited.add(commit.id)
+        events = _events(commit, scan)
+        if merged:
+            _check_merged(commit, events, _theirs(ctx, commit, visited, scan), scan)
+        for ev in events:
             pos += 1
             scan.events += 1
             where = f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}"

@@ -40,6 +40,7 @@ KINDS: dict[str, str] = {
     "log-digest-mismatch": "an event commit's content does not match its Log-Digest",
     "log-digest-missing": "an event commit has no Log-Digest after ones that have it",
     "log-undigested": "events written before Log-Digest existed: bound by git's hash only",
+    "merge-unbacked": "a union merge carries an event the log it merged does not hold",
     "seq-gap": "event numbers skip: events were removed or the log was truncated",
     "seq-out-of-order": "event numbers go back or repeat: events reordered or inserted",
     "note-missing": "a checkpoint has no state note",
