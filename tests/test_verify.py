@@ -315,3 +315,16 @@ def test_forged_union_merge_is_caught(trail: Path) -> None:
     assert next(p for p in doc["problems"] if p["kind"] == "merge-unbacked")["where"].startswith(
         merge[:12]
     )
+
+
+def test_a_resumed_task_passes_and_its_reports_are_checked(trail: Path) -> None:
+    resumed = ckpt(trail, "resume", "t", ok=False)
+    assert resumed.exit_code == 0, resumed.output
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert doc["checked"]["report commits"] >= 1 and doc["checked"]["checkpoints"] == 5
+    report = git(trail, "rev-parse", "refs/agent/reports/t")
+    rewrite_in_place(trail, report, b"committer ", b"committer X")
+    code, doc = verify(trail)
+    assert code == 6
+    assert {p["where"] for p in doc["problems"] if p["kind"] == "object-corrupt"} == {report}

@@ -23,7 +23,7 @@ from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, STATE_NOTES
+from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, REPORTS, STATE_NOTES
 from git_agentckpt.store.share import MIRROR
 
 MAX_PER_KIND = 20  # lines of one kind for one task; the rest are counted in one line
@@ -106,7 +106,20 @@ def _verify_task(
     chain_check.check_claims(walk, scan, done)
     chain_check.check_committed(ctx, walk, scan, tip, _mirror_reach(repo, task))
     report.add(walk.problems)
+    _check_reports(repo, task, refs.value(REPORTS + task), report)
     return scan.last_seq
+
+
+def _check_reports(repo: GitRepo, task: str, tip: str | None, report: VerifyReport) -> None:
+    """Recovery reports: every commit of the history stored, and intact."""
+    for commit in first_parent_chain(repo, tip) if tip else ():
+        report.count("report commits")
+        if commit.error is not None:
+            kind = read_error_kind(commit.error)
+            report.add([Problem(task, kind, commit.id, f"a recovery report: {commit.error}")])
+        elif not commit.intact:
+            detail = "a recovery report commit does not hash to its id"
+            report.add([Problem(task, "object-corrupt", commit.id, detail)])
 
 
 def _capped(problems: list[Problem]) -> list[Problem]:
