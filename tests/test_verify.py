@@ -8,12 +8,13 @@ repository would, never through the tool.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import ckpt, real_ckpt
+from helpers import BIN_DIR, ckpt, real_ckpt
 from verify_attacks import (
     EMPTY_TREE,
     build_trail,
@@ -328,3 +329,37 @@ def test_a_resumed_task_passes_and_its_reports_are_checked(trail: Path) -> None:
     code, doc = verify(trail)
     assert code == 6
     assert {p["where"] for p in doc["problems"] if p["kind"] == "object-corrupt"} == {report}
+
+
+@pytest.mark.parametrize("crash", ["checkpoint.objects", "checkpoint.prepare", "checkpoint.ref"])
+def test_a_killed_checkpoint_is_no_tampering(trail: Path, crash: str) -> None:
+    """Killed at each step of the write-ahead order: never an error (at worst a missing
+    commit event, a warning, which resume rolls forward)."""
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": crash}
+    killed = subprocess.run(
+        [os.path.join(BIN_DIR, "git-ckpt"), "create", "-t", "t", "--light", "-m", "killed"],
+        cwd=trail,
+        env=env,
+        capture_output=True,
+    )
+    assert killed.returncode == -9
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    expected = {"commit-event-missing"} if crash == "checkpoint.ref" else set()
+    assert kinds(doc, "warning") == expected
+    assert ckpt(trail, "resume", "t", ok=False).exit_code == 0
+    code, doc = verify(trail)
+    assert code == 0 and kinds(doc, "warning") == set(), doc["problems"]
+
+
+def test_a_payload_stored_apart_must_be_present(trail: Path) -> None:
+    big = "a long line of tool output\n" * 4000  # above 64 KiB: a blob of the event commit
+    ckpt(trail, "event", "t", "--type", "tool.call", "--json", json.dumps({"output": big}))
+    assert verify(trail)[0] == 0
+    tip = git(trail, "rev-parse", EVENTS)
+    blob = git(trail, "ls-tree", tip).split()[2]
+    loose_path(trail, blob).unlink()
+    code, doc = verify(trail)
+    assert code == 6
+    lost = next(p for p in doc["problems"] if p["kind"] == "missing-object")
+    assert lost["where"] == tip and blob[:12] in lost["detail"]

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
 from git_agentckpt.audit.problems import Problem, read_error_kind
 from git_agentckpt.errors import CkptError
-from git_agentckpt.git.audit_read import RawCommit, first_parent_chain
+from git_agentckpt.git.audit_read import RawCommit, first_parent_chain, missing_objects
+from git_agentckpt.git.repo import EMPTY_TREE
 from git_agentckpt.model import JSON, Event
 from git_agentckpt.store.events import log_digest, split_digest
 
@@ -177,6 +178,7 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     chain = _chain(ctx, tip, scan)
     seen_seq: set[int] = set()
     visited: set[str] = {c.id for c in chain} if any(len(c.parents) > 1 for c in chain) else set()
+    payloads: set[str] = set()
     pos = 0
     before: str | None = None
     for i, commit in enumerate(chain):
@@ -186,6 +188,10 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         scan.problems.extend(check_commit(ctx, commit, "event"))
         # the oldest commit read chains from nothing only when it is the log's root
         before = _digest(commit, before, bool(i) or not commit.parents, scan)
+        if commit.tree != EMPTY_TREE:  # payloads above 64 KiB, stored apart (store/payloads.py)
+            lost = missing_objects(ctx.repo, commit.tree, None, payloads)
+            if lost:
+                scan.problem("missing-object", commit.id, "stored-apart payload " + lost[0])
         merged = len(commit.parents) > 1
         visited.add(commit.id)
         events = _events(commit, scan)
