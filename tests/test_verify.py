@@ -363,3 +363,14 @@ def test_a_payload_stored_apart_must_be_present(trail: Path) -> None:
     assert code == 6
     lost = next(p for p in doc["problems"] if p["kind"] == "missing-object")
     assert lost["where"] == tip and blob[:12] in lost["detail"]
+
+
+def test_failed_and_retried_steps_pass(trail: Path) -> None:
+    ckpt(trail, "step", "start", "t", "s2")
+    ckpt(trail, "step", "fail", "t", "s2", "--output", '{"why": "flaky"}')
+    ckpt(trail, "step", "start", "t", "s2")
+    (trail / "t-c.txt").write_text("third\n")
+    ckpt(trail, "step", "done", "t", "s2")
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert doc["problems"] == []
