@@ -374,3 +374,13 @@ def test_failed_and_retried_steps_pass(trail: Path) -> None:
     code, doc = verify(trail)
     assert code == 0, doc["problems"]
     assert doc["problems"] == []
+
+
+def test_a_flood_of_bad_lines_is_counted_not_listed(trail: Path) -> None:
+    tip = git(trail, "rev-parse", EVENTS)
+    flood = "\n".join(json.dumps({"v": 2, "n": i}) for i in range(5000))
+    git(trail, "update-ref", EVENTS, write_commit(trail, EMPTY_TREE, [tip], f"x\n\n{flood}\n"))
+    code, doc = verify(trail)
+    assert code == 6
+    bad = [p for p in doc["problems"] if p["kind"] == "event-malformed"]
+    assert len(bad) == 21 and bad[-1]["detail"] == "4980 more problem(s) of this kind"

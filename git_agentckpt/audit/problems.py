@@ -90,6 +90,7 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)  # what was read: counts
     sources: list[str] = field(default_factory=list)  # remote copies compared with
+    _seen: set[Problem] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -100,8 +101,9 @@ class VerifyReport:
         return [p for p in self.problems if p.severity == "error"]
 
     def add(self, problems: list[Problem]) -> None:
-        for p in problems:
-            if p not in self.problems:
+        for p in problems:  # a set: a hostile log can hold 100k bad lines
+            if p not in self._seen:
+                self._seen.add(p)
                 self.problems.append(p)
 
     def count(self, what: str, n: int = 1) -> None:
