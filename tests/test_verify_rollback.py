@@ -70,7 +70,7 @@ def test_truncation_after_a_fetch_is_caught_by_the_mirror(tmp_path: Path) -> Non
     code, doc = verify(b)
     assert code == 6
     rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
-    assert rolled["where"] == EVENTS and "fetched from origin" in rolled["detail"]
+    assert rolled["where"] == EVENTS and "fetched from or pushed to origin" in rolled["detail"]
 
 
 def test_whole_store_rollback_needs_a_copy_kept_elsewhere(tmp_path: Path) -> None:
@@ -187,3 +187,16 @@ def test_against_a_remote_that_is_ahead_says_fetch(tmp_path: Path) -> None:
     ckpt(b, "fetch")
     assert verify(b, "--against", "origin")[0] == 0
     assert verify(b, "--against", str(remote))[0] == 0  # a URL works as well as a name
+
+
+def test_truncation_after_a_push_is_caught_by_the_mirror(tmp_path: Path) -> None:
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    ckpt(a, "push")
+    mirrored = git(a, "rev-parse", "refs/ckpt-remotes/origin/agent/events/t")
+    assert mirrored == git(a, "rev-parse", EVENTS) == git(remote, "rev-parse", EVENTS)
+    git(a, "update-ref", EVENTS, EVENTS + "~1")
+    code, doc = verify(a, "--witness", str(tmp_path / "none.json"))  # the mirror alone
+    assert code == 6
+    rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
+    assert rolled["where"] == EVENTS

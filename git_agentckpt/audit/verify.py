@@ -190,7 +190,7 @@ def _compare_copies(
         return task is None or task in selected
 
     for key, tips in sorted(remote_check.mirrored_tips(repo).items()):
-        source = f"the copy fetched from {key}"
+        source = f"the copy last fetched from or pushed to {key}"
         report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=True))
     if against is not None:
         theirs = ls_remote(repo, against)
