@@ -100,6 +100,7 @@ LAZY_COMMANDS = {
     "import": "commands_import",
     "timeline": "commands_timeline",
     "metrics": "commands_metrics",
+    "verify": "commands_audit",
 }
 
 
