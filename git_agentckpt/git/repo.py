@@ -27,6 +27,7 @@ from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_create import create_ref
 from git_agentckpt.git.run import stream_records, target
+from git_agentckpt.git.signing import Identity, commit_signed, signing_of
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -368,9 +369,19 @@ class GitRepo:
         tree: str,
         parents: list[str],
         message: str,
+        *,
+        sign: bool = False,
     ) -> str:
-        """Store a commit as is: callers pass a redacted message (`store/redaction.py`)."""
+        """Store a commit as is: callers pass a redacted message (`store/redaction.py`).
+
+        With `sign`, and git signing configured (`git/signing.py`), real git writes
+        it signed (`git commit-tree -S`); otherwise pygit2 writes it, unsigned.
+        """
         sig = self.signature()
+        signing = signing_of(self) if sign else None
+        if signing is not None:
+            who = Identity(sig.name, sig.email, int(sig.time), int(sig.offset))
+            return commit_signed(self, signing, tree, parents, message, who)
         # Not `create_commit`: when the object write fails (seen on a full disk) libgit2's
         # git_commit_create still returns success and the id of an object it never
         # stored; the ref move then failed with "target OID ... doesn't exist". The

@@ -98,7 +98,7 @@ class EventLog:
             ]
             body = "\n".join(dumps(e.to_json()) for e in events)
             message = _subject(events) + "\n\n" + body + "\n"
-            commit = self.repo.commit(tree, [old] if old else [], message)
+            commit = self.repo.commit(tree, [old] if old else [], message, sign=True)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
                 return None
@@ -149,7 +149,7 @@ class EventLog:
         body = "\n".join(dumps(e.to_json()) for e in gained)
         message = subject + "\n\n" + (body + "\n" if body else "")
         tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
-        return self.repo.commit(tree, [ours, theirs], message), len(gained)
+        return self.repo.commit(tree, [ours, theirs], message, sign=True), len(gained)
 
     def since(self, tip: str, other: str | None) -> list[Event]:
         """Events on `tip`'s first-parent chain that `other` does not have, oldest first."""
