@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import ckpt
+from helpers import ckpt, real_ckpt
 
 from git_agentckpt.audit.signatures import check_trail_signatures
 from git_agentckpt.errors import RepositoryError
@@ -176,6 +176,19 @@ def test_a_checkpoint_signed_by_another_key_is_an_unknown_signer(
     assert fingerprint in found.problems[0].message()
 
 
+@needs_ssh
+def test_signatures_are_checked_in_a_bare_repository(repo: Path, tmp_path: Path) -> None:
+    sign_with_ssh(repo, tmp_path)
+    run_task(repo)
+    bare = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "push", "-q", str(bare), "refs/agent/*:refs/agent/*", "HEAD:refs/heads/main")
+    allowed = git(repo, "config", "gpg.ssh.allowedSignersFile")
+    git(bare, "config", "gpg.ssh.allowedSignersFile", allowed)
+    found = check_trail_signatures(GitRepo.discover(str(bare), allow_bare=True), TaskName("t1"))
+    assert found.ok and found.good == found.commits == len(trail(repo))
+
+
 def test_signing_off_keeps_the_pygit2_path(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,6 +227,10 @@ def test_a_missing_key_is_one_line_and_moves_no_ref(repo: Path, tmp_path: Path) 
         assert f"cannot sign the commit with ssh key {missing}" in lines[0]
         assert "git config ckpt.sign false" in lines[0] and "Traceback" not in result.output
         assert agent_refs(repo) == before
+    real = real_ckpt(repo, "create", "-t", "t1")  # the installed command: stderr, one line
+    assert real.returncode == 4 and real.stdout == ""
+    assert real.stderr.count("\n") == 1 and "cannot sign the commit" in real.stderr
+    assert agent_refs(repo) == before
     git(repo, "config", "--unset", "user.signingKey")
     git(repo, "config", "ckpt.sign", "true")  # asked for, and no key: an error, not unsigned
     result = ckpt(repo, "create", "-t", "t1", ok=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -475,6 +475,20 @@ class GitRepo:
             out.append(
                 Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
             )
+        return out
+
+    def config_values(self, keys: Sequence[str]) -> list[str | None]:
+        """Several config values read from one config object (None: not set)."""
+        try:
+            config = self._repo.config
+        except pygit2.GitError:
+            return [None] * len(keys)
+        out: list[str | None] = []
+        for key in keys:
+            try:
+                out.append(str(config[key]))
+            except (KeyError, pygit2.GitError):
+                out.append(None)
         return out
 
     def config_get(self, key: str) -> str | None:

@@ -22,7 +22,7 @@ against `gpg.ssh.allowedSignersFile`, for openpgp and x509 against the keyring.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +68,8 @@ class ConfigReader(Protocol):
     workdir: str
 
     def config_get(self, key: str) -> str | None: ...
+
+    def config_values(self, keys: Sequence[str]) -> list[str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -123,11 +125,13 @@ def _flag(value: str | None) -> bool | None:
 
 def signing_of(repo: ConfigReader) -> Signing | None:
     """The signing git config asks for, or None: the commit is not signed."""
-    setting = (repo.config_get(SIGN_SETTING) or "auto").strip().lower()
+    # one config read on the unsigned path (every commit asks): about 20 us
+    sign, key, gpg_sign = repo.config_values([SIGN_SETTING, "user.signingKey", "commit.gpgSign"])
+    setting = (sign or "auto").strip().lower()
     if _flag(setting) is False:
         return None
-    key = repo.config_get("user.signingKey") or None
-    if setting == "auto" and key is None and not _flag(repo.config_get("commit.gpgSign")):
+    key = key or None
+    if setting == "auto" and key is None and not _flag(gpg_sign):
         return None
     if setting not in ("auto", *_TRUE):
         raise RepositoryError(
