@@ -1,1 +1,1 @@
-"""The audit trail's checks (issue 14): one module per topic."""
+"""The audit trail checked end to end (`git ckpt verify`)."""
