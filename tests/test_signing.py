@@ -6,6 +6,7 @@ GNUPGHOME); every signature is written and checked by git itself.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import ckpt, real_ckpt
+from helpers import ckpt, ckpt_json, real_ckpt
 
 from git_agentckpt.audit.signatures import check_trail_signatures
 from git_agentckpt.errors import RepositoryError
@@ -60,6 +61,13 @@ def trail(repo: Path, task: str = "t1") -> list[str]:
     head = git(repo, "rev-parse", "HEAD")
     ckpts = git(repo, "rev-list", "--first-parent", f"refs/agent/checkpoints/{task}", f"^{head}")
     return ckpts.split() + chain(repo, f"refs/agent/events/{task}")
+
+
+def verified_kinds(repo: Path) -> list[tuple[str, str]]:
+    """(kind, where) of each problem `git ckpt verify --json` reports (it exits 6)."""
+    result = ckpt(repo, "verify", "--json", ok=False)
+    assert result.exit_code == 6, result.output
+    return [(p["kind"], p["where"]) for p in json.loads(result.stdout)["problems"]]
 
 
 def run_task(repo: Path) -> None:
@@ -110,6 +118,9 @@ def test_checkpoints_and_events_are_signed_with_ssh(repo: Path, tmp_path: Path) 
     assert found.ok and found.problems == ()
     assert found.signed == found.good == found.commits == len(commits)
     assert found.signers == ("agent@example.com",)
+    report = ckpt_json(repo, "verify")
+    assert report["ok"] is True and report["problems"] == []
+    assert report["checked"]["good signatures"] == len(commits)
 
 
 @needs_ssh
@@ -134,10 +145,16 @@ def test_a_commit_rewritten_without_signature_is_reported(repo: Path, tmp_path: 
     forged = rewrite(repo, tip, "unsign")
     git(repo, "update-ref", "refs/agent/events/t1", forged, tip)
     found = check_trail_signatures(GitRepo.discover(str(repo)), TaskName("t1"))
-    assert [(p.chain, p.commit, p.kind) for p in found.problems] == [("events", forged, "unsigned")]
+    got = [(p.chain, p.commit, p.kind) for p in found.problems]
+    assert got == [("events", forged, "unsigned-commit")]
     assert found.problems[0].message() == (
         f"task t1: event log commit {forged[:12]} is unsigned in a signed trail"
     )
+    # `git ckpt verify` reports it (the content is unchanged: only the signature is gone)
+    result = ckpt(repo, "verify", ok=False)
+    assert result.exit_code == 6
+    assert f"unsigned-commit at {forged}" in result.output
+    assert verified_kinds(repo) == [("unsigned-commit", forged)]
 
 
 @needs_ssh
@@ -150,8 +167,9 @@ def test_one_byte_changed_in_a_signed_event_is_a_bad_signature(repo: Path, tmp_p
     assert "gpgsig" in git(repo, "cat-file", "-p", forged)  # the old signature, kept
     git(repo, "update-ref", "refs/agent/events/t1", forged, tip)
     found = check_trail_signatures(GitRepo.discover(str(repo)), TaskName("t1"))
-    assert [(p.commit, p.kind) for p in found.problems] == [(forged, "bad_signature")]
+    assert [(p.commit, p.kind) for p in found.problems] == [(forged, "bad-signature")]
     assert "changed after it was signed" in found.problems[0].message()
+    assert ("bad-signature", forged) in verified_kinds(repo)
 
 
 @needs_ssh
@@ -167,13 +185,14 @@ def test_a_checkpoint_signed_by_another_key_is_an_unknown_signer(
     assert subprocess.run(["git", "verify-commit", tip], cwd=repo).returncode != 0
     found = check_trail_signatures(GitRepo.discover(str(repo)), TaskName("t1"))
     kinds = {(p.chain, p.commit): p.kind for p in found.problems}
-    assert kinds[("checkpoints", tip)] == "unknown_signer"
-    assert all(k == "unknown_signer" for k in kinds.values())  # its events: the same key
+    assert kinds[("checkpoints", tip)] == "unknown-signer"
+    assert all(k == "unknown-signer" for k in kinds.values())  # its events: the same key
     fingerprint = subprocess.run(
         ["ssh-keygen", "-l", "-f", str(intruder)], capture_output=True, text=True, check=True
     ).stdout.split()[1]
     assert found.problems[0].key == fingerprint
     assert fingerprint in found.problems[0].message()
+    assert ("unknown-signer", tip) in verified_kinds(repo)
 
 
 @needs_ssh
@@ -287,7 +306,7 @@ def test_openpgp_signed_trail(repo: Path, tmp_path: Path, monkeypatch: pytest.Mo
         forged = rewrite(repo, tip, "byte")
         git(repo, "update-ref", "refs/agent/events/t1", forged, tip)
         found = check_trail_signatures(GitRepo.discover(str(repo)), TaskName("t1"))
-        assert [(p.commit, p.kind) for p in found.problems] == [(forged, "bad_signature")]
+        assert [(p.commit, p.kind) for p in found.problems] == [(forged, "bad-signature")]
     finally:
         subprocess.run(
             ["gpgconf", "--kill", "gpg-agent"],

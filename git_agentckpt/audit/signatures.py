@@ -6,12 +6,12 @@ user's commit and not checked) and the event log (first parents: a union merge's
 second parent is the other clone's history, whose events the merge copies).
 
 Problems, each naming the commit:
-- `bad_signature`: git says the signature does not match the commit (changed after
+- `bad-signature`: git says the signature does not match the commit (changed after
   signing), or its key expired or was revoked;
-- `unknown_signer`: a valid signature from a key that is not allowed
+- `unknown-signer`: a valid signature from a key that is not allowed
   (`gpg.ssh.allowedSignersFile` for ssh, the keyring's trust for openpgp), or one
   that cannot be checked;
-- `unsigned`: an unsigned commit in a signed trail. A chain is signed from its
+- `unsigned-commit`: an unsigned commit in a signed trail. A chain is signed from its
   first signed commit on (signing may be turned on in the middle of a task; the
   commits before stay as they were), or from its root when `require` is set.
 """
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from git_agentckpt.errors import CorruptError
+from git_agentckpt.audit.problems import Problem
+from git_agentckpt.errors import CkptError, CorruptError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.signing import (
     BAD,
@@ -28,6 +29,7 @@ from git_agentckpt.git.signing import (
     UNKNOWN_SIGNER,
     UNSIGNED,
     SignatureCheck,
+    check_chain_signatures,
     check_signatures,
 )
 from git_agentckpt.model import JSON
@@ -35,7 +37,7 @@ from git_agentckpt.store.checkpoints import parse_checkpoint
 from git_agentckpt.store.refs import TaskName
 
 CHAINS = ("checkpoints", "events")
-_KIND = {BAD: "bad_signature", UNKNOWN_SIGNER: "unknown_signer", UNSIGNED: "unsigned"}
+_KIND = {BAD: "bad-signature", UNKNOWN_SIGNER: "unknown-signer", UNSIGNED: "unsigned-commit"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class SignatureProblem:
     task: str
     chain: str  # checkpoints | events
     commit: str
-    kind: str  # bad_signature | unknown_signer | unsigned
+    kind: str  # bad-signature | unknown-signer | unsigned-commit
     detail: str
     signer: str = ""
     key: str = ""
@@ -52,9 +54,19 @@ class SignatureProblem:
         what = "checkpoint" if self.chain == "checkpoints" else "event log"
         where = f"task {self.task}: {what} commit {self.commit[:12]}"
         by = f" (signer {self.signer or self.key})" if self.signer or self.key else ""
-        if self.kind == "unsigned":
+        if self.kind == "unsigned-commit":
             return f"{where} is unsigned in a signed trail"
         return f"{where}{by}: {self.detail}"
+
+    def as_problem(self) -> Problem:
+        """As `verify` reports it (`audit/problems.py`)."""
+        what = "checkpoint" if self.chain == "checkpoints" else "event log commit"
+        by = f" by {self.signer or self.key}" if self.signer or self.key else ""
+        if self.kind == "unsigned-commit":
+            detail = f"the {what} is unsigned, after signed ones in its chain"
+        else:
+            detail = f"{self.detail}{by}"
+        return Problem(self.task, self.kind, self.commit, detail)
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -116,22 +128,13 @@ def checkpoint_commits(repo: GitRepo, task: TaskName) -> list[str]:
     return out
 
 
-def event_commits(repo: GitRepo, task: TaskName) -> list[str]:
-    """The event log's commits, oldest first (first parents)."""
-    tip = repo.read_ref(task.events_ref)
-    out = [info.id for info in repo.walk(tip)] if tip else []
-    out.reverse()
-    return out
-
-
 def chain_problems(
-    task: str, chain: str, commits: list[str], checks: dict[str, SignatureCheck], require: bool
+    task: str, chain: str, checks: list[SignatureCheck], require: bool
 ) -> list[SignatureProblem]:
-    """The problems of one chain, oldest first (`commits` oldest first)."""
+    """The problems of one chain (`checks` oldest first)."""
     problems: list[SignatureProblem] = []
     signed_trail = require
-    for commit in commits:
-        check = checks[commit]
+    for check in checks:
         if check.status == GOOD:
             signed_trail = True
             continue
@@ -140,31 +143,70 @@ def chain_problems(
         signed_trail = signed_trail or check.status != UNSIGNED
         problems.append(
             SignatureProblem(
-                task, chain, commit, _KIND[check.status], check.detail, check.signer, check.key
+                task,
+                chain,
+                check.commit,
+                _KIND[check.status],
+                check.detail,
+                check.signer,
+                check.key,
             )
         )
     return problems
+
+
+def signatures_of(
+    repo: GitRepo,
+    task: str,
+    checkpoints: list[str],
+    events_tip: str | None,
+    *,
+    require: bool = False,
+) -> TrailSignatures:
+    """Check the signatures of `checkpoints` (oldest first) and of the event log's
+    first-parent chain from `events_tip`, with git."""
+    found = check_signatures(repo, checkpoints)
+    chains = {
+        "checkpoints": [found[c] for c in checkpoints if c in found],
+        "events": check_chain_signatures(repo, events_tip) if events_tip else [],
+    }
+    problems: list[SignatureProblem] = []
+    for chain, checks in chains.items():
+        problems += chain_problems(task, chain, checks, require)
+    every = [c for checks in chains.values() for c in checks]
+    signed = [c for c in every if c.status != UNSIGNED]
+    good = [c for c in signed if c.status == GOOD]
+    return TrailSignatures(
+        task=task,
+        commits=len(every),
+        signed=len(signed),
+        good=len(good),
+        signers=tuple(sorted({c.signer or c.key for c in good})),
+        problems=tuple(problems),
+    )
 
 
 def check_trail_signatures(
     repo: GitRepo, task: TaskName, *, require: bool = False
 ) -> TrailSignatures:
     """Check every signature of `task`'s trail with git; `require`: every commit signed."""
-    chains = {
-        "checkpoints": checkpoint_commits(repo, task),
-        "events": event_commits(repo, task),
-    }
-    checks = check_signatures(repo, [c for commits in chains.values() for c in commits])
-    problems: list[SignatureProblem] = []
-    for chain, commits in chains.items():
-        problems += chain_problems(task.name, chain, commits, checks, require)
-    signed = [c for c in checks.values() if c.status != UNSIGNED]
-    good = [c for c in signed if c.status == GOOD]
-    return TrailSignatures(
-        task=task.name,
-        commits=len(checks),
-        signed=len(signed),
-        good=len(good),
-        signers=tuple(sorted({c.signer or c.key for c in good})),
-        problems=tuple(problems),
+    return signatures_of(
+        repo,
+        task.name,
+        checkpoint_commits(repo, task),
+        repo.read_ref(task.events_ref),
+        require=require,
     )
+
+
+def verify_problems(
+    repo: GitRepo, task: str, checkpoints: list[str], events_tip: str | None
+) -> tuple[list[Problem], int]:
+    """`git ckpt verify`'s part: the signature problems of one task, as its problems, and
+    how many good signatures were seen. `checkpoints` are the chain verify walked (oldest
+    first), `events_tip` the log's tip."""
+    try:
+        found = signatures_of(repo, task, checkpoints, events_tip)
+    except CkptError as exc:  # objects missing: verify names them itself
+        return [Problem(task, "unreadable", "signatures", exc.one_line()[:200])], 0
+    return [p.as_problem() for p in found.problems], found.good

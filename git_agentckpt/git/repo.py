@@ -114,6 +114,9 @@ class GitRepo:
         # Snapshots leave out untracked files above this size (`git/large.py`); the
         # facade sets it from `[snapshot] max_file_size` (0: no cap).
         self.max_file_size = DEFAULT_MAX_FILE_SIZE
+        # object directories read besides the store's own (a push's quarantine): git run
+        # to read objects (`git/signing.py`) is told of them too
+        self.extra_object_dirs: list[str] = []
         self.workdir = workdir.rstrip("/")
         self.git_dir = repo.path.rstrip("/")
         common = os.path.join(self.git_dir, "commondir")
@@ -147,6 +150,7 @@ class GitRepo:
         for d in dirs:
             if d and os.path.isdir(d):
                 self._repo.odb.add_disk_alternate(os.path.abspath(d))
+                self.extra_object_dirs.append(os.path.abspath(d))
 
     # -- refs ---------------------------------------------------------------
 

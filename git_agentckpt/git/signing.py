@@ -21,6 +21,7 @@ against `gpg.ssh.allowedSignersFile`, for openpgp and x509 against the keyring.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ class ConfigReader(Protocol):
     """What the signing decision needs of a repository (`GitRepo` is one)."""
 
     workdir: str
+    extra_object_dirs: list[str]
 
     def config_get(self, key: str) -> str | None: ...
 
@@ -235,11 +237,25 @@ def check_signatures(repo: ConfigReader, commits: Iterable[str]) -> dict[str, Si
     wanted = list(dict.fromkeys(commits))
     if not wanted:
         return {}
+    args = ["log", "--no-walk=unsorted", "--stdin", f"--format={_FORMAT}"]
+    return _parse(_log(repo, args, ("\n".join(wanted) + "\n").encode("ascii")))
+
+
+def check_chain_signatures(repo: ConfigReader, tip: str) -> list[SignatureCheck]:
+    """git's verdict on every commit of `tip`'s first-parent chain, oldest first."""
+    args = ["log", "--first-parent", "--reverse", f"--format={_FORMAT}", tip, "--"]
+    return list(_parse(_log(repo, args, None)).values())
+
+
+def _log(repo: ConfigReader, args: list[str], stdin: bytes | None) -> bytes:
+    extra = {}
+    if repo.extra_object_dirs:  # a push's quarantine, read by the caller too
+        extra["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(repo.extra_object_dirs)
     proc = subprocess.run(
-        ["git", "log", "--no-walk=unsorted", "--stdin", f"--format={_FORMAT}"],
+        ["git", *args],
         cwd=repo.workdir,
-        env=env_for(repo.workdir),
-        input=("\n".join(wanted) + "\n").encode("ascii"),
+        env=env_for(repo.workdir, extra),
+        input=stdin,
         capture_output=True,
         check=False,
     )
@@ -249,7 +265,7 @@ def check_signatures(repo: ConfigReader, commits: Iterable[str]) -> dict[str, Si
             f"cannot check signatures: {msg[-1] if msg else proc.returncode}",
             hint="run `git fsck` to see which objects are missing",
         )
-    return _parse(proc.stdout)
+    return proc.stdout
 
 
 def _parse(out: bytes) -> dict[str, SignatureCheck]:
