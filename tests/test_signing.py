@@ -201,11 +201,24 @@ def test_signatures_are_checked_in_a_bare_repository(repo: Path, tmp_path: Path)
     run_task(repo)
     bare = tmp_path / "server.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
-    git(repo, "push", "-q", str(bare), "refs/agent/*:refs/agent/*", "HEAD:refs/heads/main")
+    refspecs = ["refs/agent/*:refs/agent/*", "refs/notes/agent/*:refs/notes/agent/*"]
+    git(repo, "push", "-q", str(bare), *refspecs, "HEAD:refs/heads/main")
+    signed = len(trail(repo))
+    # a server never told who may sign: one warning per task, not an error per commit
+    found = check_trail_signatures(GitRepo.discover(str(bare), allow_bare=True), TaskName("t1"))
+    assert found.ok and found.unchecked == found.commits == signed and found.good == 0
+    report = ckpt_json(bare, "verify")
+    assert report["ok"] is True
+    assert [(p["kind"], p["severity"]) for p in report["problems"]] == [
+        ("signatures-unchecked", "warning")
+    ]
+    assert f"{signed} signed commit(s) cannot be checked here" in report["problems"][0]["detail"]
     allowed = git(repo, "config", "gpg.ssh.allowedSignersFile")
     git(bare, "config", "gpg.ssh.allowedSignersFile", allowed)
     found = check_trail_signatures(GitRepo.discover(str(bare), allow_bare=True), TaskName("t1"))
-    assert found.ok and found.good == found.commits == len(trail(repo))
+    assert found.ok and found.good == found.commits == signed and found.unchecked == 0
+    report = ckpt_json(bare, "verify")
+    assert report["problems"] == [] and report["checked"]["good signatures"] == signed
 
 
 def test_signing_off_keeps_the_pygit2_path(

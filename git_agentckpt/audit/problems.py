@@ -41,6 +41,7 @@ KINDS: dict[str, str] = {
     "or its key expired or was revoked",
     "unknown-signer": "a valid signature by a key that is not allowed, or one git cannot check",
     "unsigned-commit": "an unsigned commit after signed ones in its chain (a signed trail)",
+    "signatures-unchecked": "valid ssh signatures, but no allowed signers file here to judge them",
     "unreadable": "a record could not be checked at all (the detail says why)",
 }
 

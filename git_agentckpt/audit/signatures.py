@@ -14,11 +14,17 @@ Problems, each naming the commit:
 - `unsigned-commit`: an unsigned commit in a signed trail. A chain is signed from its
   first signed commit on (signing may be turned on in the middle of a task; the
   commits before stay as they were), or from its root when `require` is set.
+
+Where no allowed signers file is set (a server that was never told who may sign),
+valid ssh signatures cannot be judged: one warning per task says so
+(`signatures-unchecked`), instead of an error for every signed commit; bad
+signatures and unsigned commits in a signed trail are still errors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 from git_agentckpt.audit.problems import Problem
 from git_agentckpt.errors import CkptError, CorruptError
@@ -26,6 +32,7 @@ from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.signing import (
     BAD,
     GOOD,
+    UNCHECKED,
     UNKNOWN_SIGNER,
     UNSIGNED,
     SignatureCheck,
@@ -91,6 +98,7 @@ class TrailSignatures:
     good: int
     signers: tuple[str, ...]  # the allowed signers seen, sorted
     problems: tuple[SignatureProblem, ...]
+    unchecked: int = 0  # signatures git cannot judge here (no allowed signers file)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +112,7 @@ class TrailSignatures:
             "good": self.good,
             "signers": list(self.signers),
             "problems": [p.to_json() for p in self.problems],
+            "unchecked": self.unchecked,
         }
 
 
@@ -135,7 +144,7 @@ def chain_problems(
     problems: list[SignatureProblem] = []
     signed_trail = require
     for check in checks:
-        if check.status == GOOD:
+        if check.status in (GOOD, UNCHECKED):
             signed_trail = True
             continue
         if check.status == UNSIGNED and not signed_trail:
@@ -170,6 +179,8 @@ def signatures_of(
         "checkpoints": [found[c] for c in checkpoints if c in found],
         "events": check_chain_signatures(repo, events_tip) if events_tip else [],
     }
+    if not allowed_signers_set(repo):  # ssh keys cannot be judged here: not an error each
+        chains = {name: [_unchecked(c) for c in checks] for name, checks in chains.items()}
     problems: list[SignatureProblem] = []
     for chain, checks in chains.items():
         problems += chain_problems(task, chain, checks, require)
@@ -183,7 +194,25 @@ def signatures_of(
         good=len(good),
         signers=tuple(sorted({c.signer or c.key for c in good})),
         problems=tuple(problems),
+        unchecked=sum(1 for c in every if c.status == UNCHECKED),
     )
+
+
+def allowed_signers_set(repo: GitRepo) -> bool:
+    """Whether git here can tell which ssh keys are allowed (`gpg.ssh.allowedSignersFile`
+    names an existing file; git reads it relative to the directory it runs in)."""
+    value = repo.config_get("gpg.ssh.allowedSignersFile")
+    if not value:
+        return False
+    path = os.path.join(repo.workdir, os.path.expanduser(value))
+    return os.path.isfile(path)
+
+
+def _unchecked(check: SignatureCheck) -> SignatureCheck:
+    """An ssh signature that is valid, judged where no allowed signers file is set."""
+    if check.code == "U" and check.key.startswith("SHA256:"):
+        return replace(check, status=UNCHECKED, detail="no allowed signers file to judge the key")
+    return check
 
 
 def check_trail_signatures(
@@ -209,4 +238,16 @@ def verify_problems(
         found = signatures_of(repo, task, checkpoints, events_tip)
     except CkptError as exc:  # objects missing: verify names them itself
         return [Problem(task, "unreadable", "signatures", exc.one_line()[:200])], 0
-    return [p.as_problem() for p in found.problems], found.good
+    problems = [p.as_problem() for p in found.problems]
+    if found.unchecked:
+        problems.append(
+            Problem(
+                task,
+                "signatures-unchecked",
+                "gpg.ssh.allowedSignersFile",
+                f"{found.unchecked} signed commit(s) cannot be checked here: no allowed signers "
+                "file tells whose keys are allowed; set gpg.ssh.allowedSignersFile",
+                "warning",
+            )
+        )
+    return problems, found.good

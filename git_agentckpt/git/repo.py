@@ -399,6 +399,15 @@ class GitRepo:
         with self._writing():
             return str(self._repo.odb.write(ObjectType.COMMIT, raw))
 
+    def is_signed(self, oid: str) -> bool:
+        """Whether the commit object carries a signature header (`gpgsig`), as stored."""
+        try:
+            kind, data = self._repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        head = bytes(data).partition(b"\n\n")[0]
+        return kind == ObjectType.COMMIT and (b"\ngpgsig" in head or head.startswith(b"gpgsig"))
+
     def signature(self) -> pygit2.Signature:
         try:
             sig = self._repo.default_signature

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from git_agentckpt.errors import RepositoryError
@@ -39,6 +39,13 @@ _FALSE = ("false", "no", "off", "0")
 # or not in the allowed signers file (ssh); E: the signature cannot be checked (the
 # key is not in the keyring, no allowed signers file).
 GOOD, BAD, UNSIGNED, UNKNOWN_SIGNER = "good", "bad", "unsigned", "unknown_signer"
+# signed, but git here cannot check it (for ssh: no gpg.ssh.allowedSignersFile, so git
+# reports "N" as for an unsigned commit: the object's own header tells them apart)
+UNCHECKED = "unchecked"
+_UNCHECKED_DETAIL = (
+    "signed, but git cannot check the signature here "
+    "(for ssh signatures: gpg.ssh.allowedSignersFile is not set)"
+)
 _STATUS = {
     "G": GOOD,
     "B": BAD,
@@ -73,6 +80,8 @@ class ConfigReader(Protocol):
 
     def config_values(self, keys: Sequence[str]) -> list[str | None]: ...
 
+    def is_signed(self, oid: str) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Signing:
@@ -91,7 +100,7 @@ class SignatureCheck:
     """git's verdict on one commit's signature."""
 
     commit: str
-    status: str  # good | bad | unsigned | unknown_signer
+    status: str  # good | bad | unsigned | unknown_signer | unchecked
     signer: str  # the principal (ssh) or user id (openpgp); "" when unknown
     key: str  # the key's fingerprint or id; "" when unsigned
     code: str  # git's %G? letter
@@ -238,13 +247,21 @@ def check_signatures(repo: ConfigReader, commits: Iterable[str]) -> dict[str, Si
     if not wanted:
         return {}
     args = ["log", "--no-walk=unsorted", "--stdin", f"--format={_FORMAT}"]
-    return _parse(_log(repo, args, ("\n".join(wanted) + "\n").encode("ascii")))
+    found = _parse(_log(repo, args, ("\n".join(wanted) + "\n").encode("ascii")))
+    return {commit: _told_apart(repo, check) for commit, check in found.items()}
 
 
 def check_chain_signatures(repo: ConfigReader, tip: str) -> list[SignatureCheck]:
     """git's verdict on every commit of `tip`'s first-parent chain, oldest first."""
     args = ["log", "--first-parent", "--reverse", f"--format={_FORMAT}", tip, "--"]
-    return list(_parse(_log(repo, args, None)).values())
+    return [_told_apart(repo, check) for check in _parse(_log(repo, args, None)).values()]
+
+
+def _told_apart(repo: ConfigReader, check: SignatureCheck) -> SignatureCheck:
+    """git reports "N" both for an unsigned commit and for one it cannot check."""
+    if check.code == "N" and repo.is_signed(check.commit):
+        return replace(check, status=UNCHECKED, detail=_UNCHECKED_DETAIL)
+    return check
 
 
 def _log(repo: ConfigReader, args: list[str], stdin: bytes | None) -> bytes:
