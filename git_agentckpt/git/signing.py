@@ -29,6 +29,7 @@ from typing import Protocol
 
 from git_agentckpt.errors import RepositoryError
 from git_agentckpt.git.run import env_for, error_lines
+from git_agentckpt.git.syserr import git_failure
 
 SIGN_SETTING = "ckpt.sign"
 FORMATS = ("openpgp", "ssh", "x509")
@@ -208,6 +209,9 @@ def commit_signed(
         raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
     oid = proc.stdout.decode("ascii", "replace").strip()
     if proc.returncode != 0 or not oid:
+        refused = git_failure(proc.stderr, repo.workdir, "cannot write a signed commit")
+        if refused is not None:  # a full disk, a read-only store: the machine, not the key
+            raise refused
         raise SigningError(_failure(signing, proc.stderr), hint=_fix(signing))
     return oid
 
@@ -221,6 +225,8 @@ def _failure(signing: Signing, stderr: bytes) -> str:
     why = lines[0] if lines else "git commit-tree -S failed"
     for prefix in ("error: ", "fatal: "):
         why = why.removeprefix(prefix)
+    if len(why) > 300:
+        why = why[:299] + "…"
     return f"cannot sign the commit with {signing.describe()}: {why}"
 
 
@@ -231,9 +237,10 @@ def _fix(signing: Signing) -> str:
             "point user.signingKey at a readable ssh key (or load it: ssh-add) and "
             f"run the command again; nothing was recorded ({off})"
         )
+    lister = "gpgsm" if signing.format == "x509" else "gpg"
     return (
-        "make the key usable (gpg --list-secret-keys; unlock the agent) and run the "
-        f"command again; nothing was recorded ({off})"
+        f"make the key usable ({lister} --list-secret-keys shows the keys; unlock the "
+        f"agent) and run the command again; nothing was recorded ({off})"
     )
 
 
