@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
-from git_agentckpt.audit.problems import Problem
+from git_agentckpt.audit.problems import Problem, read_error_kind
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.audit_read import RawCommit, first_parent_chain
 from git_agentckpt.model import JSON, Event
@@ -28,6 +28,7 @@ class LogScan:
     commits: int = 0
     events: int = 0
     undigested: int = 0
+    digested: bool = False
     last_seq: int = 0
     ids: set[str] = field(default_factory=set)
     prepared: dict[str, int] = field(default_factory=dict)  # checkpoint commit -> position
@@ -46,7 +47,7 @@ def _chain(ctx: CommitContext, tip: str, scan: LogScan) -> list[RawCommit]:
     chain = list(first_parent_chain(ctx.repo, tip))
     if chain and chain[-1].error is not None:
         bad = chain.pop()
-        kind = "missing-object" if bad.error == "missing" else "unreadable"
+        kind = read_error_kind(bad.error or "")
         what = "the log's tip" if not chain else f"the parent of {chain[-1].id[:12]}"
         scan.problem(kind, bad.id, f"{what} ({bad.error}): the events before it cannot be read")
     chain.reverse()
@@ -55,8 +56,18 @@ def _chain(ctx: CommitContext, tip: str, scan: LogScan) -> list[RawCommit]:
 
 def _events(commit: RawCommit, scan: LogScan) -> list[Event]:
     _, _, body = commit.message.partition("\n\n")
+    lines = [x for x in body.split("\n") if x.startswith("{")]
+    if not lines:
+        return []
+    try:  # one decode for the whole commit; line by line only to name a bad line
+        objs = json.loads("[" + ",".join(lines) + "]")
+        if len(objs) != len(lines) or not all(isinstance(o, dict) for o in objs):
+            raise ValueError("not one object per line")
+        return [Event.from_json(o) for o in objs]
+    except (ValueError, RecursionError, CkptError):
+        pass
     out: list[Event] = []
-    for n, line in enumerate(x for x in body.split("\n") if x.startswith("{")):
+    for n, line in enumerate(lines):
         where = f"{commit.id[:12]} line {n + 1}"
         try:
             obj = json.loads(line)
@@ -70,13 +81,13 @@ def _events(commit: RawCommit, scan: LogScan) -> list[Event]:
     return out
 
 
-def _digest(
-    commit: RawCommit, parent: RawCommit | None, state: dict[str, bool], scan: LogScan
-) -> None:
+def _digest(commit: RawCommit, before: str | None, chained: bool, scan: LogScan) -> str | None:
+    """Check `commit`'s Log-Digest against `before` (its parent's; `chained`: the parent
+    was read, or it has none); returns its own digest. `scan.digested`: one was seen."""
     content, stored = split_digest(commit.message)
     where = commit.id[:12]
     if stored is None:
-        if state["digested"]:
+        if scan.digested:
             scan.problem(
                 "log-digest-missing",
                 where,
@@ -85,18 +96,16 @@ def _digest(
             )
         else:
             scan.undigested += 1
-        return
-    state["digested"] = True
-    if parent is None and commit.parents:
-        return  # its parent could not be read (reported): nothing to chain from
-    before = split_digest(parent.message)[1] if parent is not None else None
-    if log_digest(before, content) != stored:
+        return None
+    scan.digested = True
+    if chained and log_digest(before, content) != stored:
         scan.problem(
             "log-digest-mismatch",
             where,
             "its events do not match its Log-Digest (chained from the commit before): an "
             "event was edited, removed or moved here",
         )
+    return stored
 
 
 def _seq(ev: Event, where: str, scan: LogScan, seen_seq: set[int]) -> None:
@@ -132,24 +141,25 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     if tip is None:
         return scan
     chain = _chain(ctx, tip, scan)
-    digest_state = {"digested": False}
     seen_seq: set[int] = set()
     pos = 0
+    before: str | None = None
     for i, commit in enumerate(chain):
         scan.commits += 1
         if not commit.intact:
             scan.problem("object-corrupt", commit.id, "the event commit does not hash to its id")
         scan.problems.extend(check_commit(ctx, commit, "event"))
-        _digest(commit, chain[i - 1] if i else None, digest_state, scan)
+        # the oldest commit read chains from nothing only when it is the log's root
+        before = _digest(commit, before, bool(i) or not commit.parents, scan)
         merged = len(commit.parents) > 1
         for ev in _events(commit, scan):
             pos += 1
             scan.events += 1
-            where = f"{commit.id[:12]} #{ev.seq} {ev.id}"
+            where = f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}"
             if ev.task != ctx.task:
-                scan.problem("event-wrong-task", where, f"the event names task {ev.task!r}")
+                scan.problem("event-wrong-task", where, f"the event names task {ev.task[:80]!r}")
             if ev.id in scan.ids:
-                scan.problem("event-duplicate-id", where, f"event id {ev.id} appears twice")
+                scan.problem("event-duplicate-id", where, f"event id {ev.id[:40]} appears twice")
             scan.ids.add(ev.id)
             if merged:  # another clone's numbers: the next own event continues after them
                 scan.last_seq = max(scan.last_seq, ev.seq)

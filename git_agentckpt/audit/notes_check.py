@@ -9,6 +9,7 @@ import json
 
 from git_agentckpt.audit.chain_check import ChainWalk, Link
 from git_agentckpt.audit.per_commit import CommitContext
+from git_agentckpt.audit.problems import read_error_kind
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.audit_read import blob_state
 from git_agentckpt.git.notes import note_id_at
@@ -24,14 +25,14 @@ def _load(
         return None, None
     try:
         blob = note_id_at(ctx.repo, top, c.id)
-    except (CkptError, ValueError, KeyError) as exc:
+    except Exception as exc:  # a damaged notes tree: this note only (libgit2's errors too)
         walk.problem("unreadable", c.id, f"the {what} notes tree cannot be read: {exc}")
         return None, None
     if blob is None:
         return None, None
     data, why = blob_state(ctx.repo, blob)
     if data is None:
-        kind = "missing-object" if why == "missing" else "object-corrupt"
+        kind = read_error_kind(why or "")
         walk.problem(kind, c.id, f"the {what} note {blob[:12]}: {why}")
         return blob, None
     try:

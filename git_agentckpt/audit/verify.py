@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from git_agentckpt.audit import chain_check, notes_check, remote_check, signatures, witness
 from git_agentckpt.audit.events_check import scan_log
 from git_agentckpt.audit.per_commit import CommitContext
-from git_agentckpt.audit.problems import Problem, VerifyReport
+from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
@@ -58,7 +58,7 @@ def _tree_of(repo: GitRepo, tip: str | None, ref: str, report: VerifyReport) -> 
         return None
     commit = read_raw_commit(repo, tip)
     if commit.error is not None:
-        kind = "missing-object" if commit.error == "missing" else "unreadable"
+        kind = read_error_kind(commit.error)
         report.add([Problem(None, kind, ref, f"its commit {tip[:12]}: {commit.error}")])
         return None
     if not commit.intact:
@@ -203,3 +203,19 @@ def _compare_copies(
     source = "the witness file"
     report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=False))
     report.add(remote_check.compare_seq(recorded, last_seq, source))
+
+
+def verify_tips(repo: GitRepo, tips: Mapping[str, str | None]) -> VerifyReport:
+    """The trail as `tips` ({ref: new value, None: deleted}, e.g. a push's) would leave it:
+    the tasks whose refs they name (every task when only notes move; none when no agent ref
+    does). The witness file is not read. The caller adds quarantined objects first
+    (`GitRepo.add_object_dirs_from_env`)."""
+    if not any(ref.startswith(remote_check.AUDITED) for ref in tips):
+        return VerifyReport()
+    refs = RefView(repo, dict(tips))
+    touched = sorted({t for ref in tips if (t := remote_check.task_of(ref)) is not None})
+    remaining = set(_tasks(refs))
+    tasks = [t for t in touched if t in remaining]
+    if touched and not tasks:  # only deletions of tasks: nothing left to verify
+        return VerifyReport()
+    return verify_trail(repo, tasks, tips=tips, use_witness=False)

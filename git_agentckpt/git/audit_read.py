@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType
@@ -32,8 +32,17 @@ class RawCommit:
     message: str = ""
     raw: bytes = b""  # the object's body, headers included (`gpgsig` for signed commits)
     intact: bool = True  # its bytes hash to its id
-    error: str | None = None  # "missing", "not a commit", or why it could not be read
-    headers: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # "missing", "corrupt: …", "not a commit …", "unreadable: …"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The first line of each header (`author`, `committer`, `gpgsig`, …)."""
+        out: dict[str, str] = {}
+        for line in self.raw.partition(b"\n\n")[0].split(b"\n"):
+            if line and not line.startswith(b" "):
+                key, _, value = line.decode("utf-8", "replace").partition(" ")
+                out.setdefault(key, value)
+        return out
 
 
 def _hash(kind: bytes, data: bytes, oid: str) -> str:
@@ -41,6 +50,13 @@ def _hash(kind: bytes, data: bytes, oid: str) -> str:
     h = algo(kind + b" " + str(len(data)).encode() + b"\0")
     h.update(data)
     return h.hexdigest()
+
+
+_NAMES = {
+    int(ObjectType.COMMIT): "commit",
+    int(ObjectType.TREE): "tree",
+    int(ObjectType.BLOB): "blob",
+}
 
 
 def read_raw(repo: GitRepo, oid: str) -> tuple[str, bytes] | str:
@@ -52,9 +68,10 @@ def read_raw(repo: GitRepo, oid: str) -> tuple[str, bytes] | str:
         return "missing"
     except (ValueError, pygit2.GitError) as exc:  # libgit2's own hash check, a bad pack
         text = str(exc) or type(exc).__name__
-        return "missing" if "not found" in text else f"unreadable: {text}"
-    names = {ObjectType.COMMIT: "commit", ObjectType.TREE: "tree", ObjectType.BLOB: "blob"}
-    return names.get(kind, "tag"), bytes(data)
+        if "hash mismatch" in text:
+            return "corrupt: its content does not hash to its id (changed in place)"
+        return "missing" if "not found" in text else f"unreadable: {text[:120]}"
+    return _NAMES.get(int(kind), "tag"), bytes(data)
 
 
 def read_raw_commit(repo: GitRepo, oid: str) -> RawCommit:
@@ -65,19 +82,13 @@ def read_raw_commit(repo: GitRepo, oid: str) -> RawCommit:
     if kind != "commit":
         return RawCommit(oid, error=f"not a commit (a {kind})")
     head, sep, body = data.partition(b"\n\n")
-    parents: list[str] = []
-    headers: dict[str, str] = {}
-    tree = ""
-    for line in head.split(b"\n"):
-        if line.startswith(b" "):  # continuation of a multi-line header (gpgsig)
-            continue
-        key, _, value = line.decode("utf-8", "replace").partition(" ")
-        if key == "tree":
-            tree = value
-        elif key == "parent":
-            parents.append(value)
-        else:
-            headers.setdefault(key, value)
+    lines = head.split(b"\n")
+    tree = lines[0][5:].decode("ascii", "replace") if lines[0].startswith(b"tree ") else ""
+    parents = []
+    for line in lines[1:]:
+        if not line.startswith(b"parent "):
+            break
+        parents.append(line[7:].decode("ascii", "replace"))
     return RawCommit(
         id=oid,
         tree=tree,
@@ -85,7 +96,6 @@ def read_raw_commit(repo: GitRepo, oid: str) -> RawCommit:
         message=body.decode("utf-8", "replace") if sep else "",
         raw=data,
         intact=_hash(b"commit", data, oid) == oid,
-        headers=headers,
     )
 
 
@@ -112,7 +122,7 @@ def blob_state(repo: GitRepo, oid: str) -> tuple[bytes | None, str | None]:
     if kind != "blob":
         return None, f"not a blob (a {kind})"
     if _hash(b"blob", data, oid) != oid:
-        return None, "its content does not hash to its id (changed in place)"
+        return None, "corrupt: its content does not hash to its id (changed in place)"
     return data, None
 
 
