@@ -50,6 +50,11 @@ KINDS: dict[str, str] = {
     "claim-unbacked": "a step marked done has no step.end event and step-end checkpoint",
     "rolled-back": "a ref lacks what the remote copy, the remote or the witness file had",
     "diverged": "a checkpoint ref and its remote copy went separate ways",
+    "bad-signature": "a signature does not match its commit (changed after signing), "
+    "or its key expired or was revoked",
+    "unknown-signer": "a valid signature by a key that is not allowed, or one git cannot check",
+    "unsigned-commit": "an unsigned commit after signed ones in its chain (a signed trail)",
+    "signatures-unchecked": "valid ssh signatures, but no allowed signers file here to judge them",
     "unreadable": "a record could not be checked at all (the detail says why)",
 }
 

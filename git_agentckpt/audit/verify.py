@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from git_agentckpt.audit import chain_check, notes_check, remote_check, witness
+from git_agentckpt.audit import chain_check, notes_check, remote_check, signatures, witness
 from git_agentckpt.audit.events_check import scan_log
 from git_agentckpt.audit.per_commit import CommitContext
 from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
@@ -107,6 +107,11 @@ def _verify_task(
     chain_check.check_committed(ctx, walk, scan, tip, _mirror_reach(repo, task))
     report.add(walk.problems)
     _check_reports(repo, task, refs.value(REPORTS + task), report)
+    signed = [lk.commit.id for lk in reversed(walk.links) if lk.commit.error is None]
+    problems, good = signatures.verify_problems(repo, task, signed, refs.value(EVENTS + task))
+    report.add(problems)
+    if good:
+        report.count("good signatures", good)
     return scan.last_seq
 
 

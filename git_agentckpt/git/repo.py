@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -27,6 +27,7 @@ from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_create import create_ref
 from git_agentckpt.git.run import stream_records, target
+from git_agentckpt.git.signing import Identity, commit_signed, signing_of
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -113,6 +114,9 @@ class GitRepo:
         # Snapshots leave out untracked files above this size (`git/large.py`); the
         # facade sets it from `[snapshot] max_file_size` (0: no cap).
         self.max_file_size = DEFAULT_MAX_FILE_SIZE
+        # object directories read besides the store's own (a push's quarantine): git run
+        # to read objects (`git/signing.py`) is told of them too
+        self.extra_object_dirs: list[str] = []
         self.workdir = workdir.rstrip("/")
         self.git_dir = repo.path.rstrip("/")
         common = os.path.join(self.git_dir, "commondir")
@@ -146,6 +150,7 @@ class GitRepo:
         for d in dirs:
             if d and os.path.isdir(d):
                 self._repo.odb.add_disk_alternate(os.path.abspath(d))
+                self.extra_object_dirs.append(os.path.abspath(d))
 
     # -- refs ---------------------------------------------------------------
 
@@ -368,9 +373,19 @@ class GitRepo:
         tree: str,
         parents: list[str],
         message: str,
+        *,
+        sign: bool = False,
     ) -> str:
-        """Store a commit as is: callers pass a redacted message (`store/redaction.py`)."""
+        """Store a commit as is: callers pass a redacted message (`store/redaction.py`).
+
+        With `sign`, and git signing configured (`git/signing.py`), real git writes
+        it signed (`git commit-tree -S`); otherwise pygit2 writes it, unsigned.
+        """
         sig = self.signature()
+        signing = signing_of(self) if sign else None
+        if signing is not None:
+            who = Identity(sig.name, sig.email, int(sig.time), int(sig.offset))
+            return commit_signed(self, signing, tree, parents, message, who)
         # Not `create_commit`: when the object write fails (seen on a full disk) libgit2's
         # git_commit_create still returns success and the id of an object it never
         # stored; the ref move then failed with "target OID ... doesn't exist". The
@@ -383,6 +398,15 @@ class GitRepo:
         )
         with self._writing():
             return str(self._repo.odb.write(ObjectType.COMMIT, raw))
+
+    def is_signed(self, oid: str) -> bool:
+        """Whether the commit object carries a signature header (`gpgsig`), as stored."""
+        try:
+            kind, data = self._repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        head = bytes(data).partition(b"\n\n")[0]
+        return kind == ObjectType.COMMIT and (b"\ngpgsig" in head or head.startswith(b"gpgsig"))
 
     def signature(self) -> pygit2.Signature:
         try:
@@ -464,6 +488,20 @@ class GitRepo:
             out.append(
                 Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
             )
+        return out
+
+    def config_values(self, keys: Sequence[str]) -> list[str | None]:
+        """Several config values read from one config object (None: not set)."""
+        try:
+            config = self._repo.config
+        except pygit2.GitError:
+            return [None] * len(keys)
+        out: list[str | None] = []
+        for key in keys:
+            try:
+                out.append(str(config[key]))
+            except (KeyError, pygit2.GitError):
+                out.append(None)
         return out
 
     def config_get(self, key: str) -> str | None:

@@ -37,7 +37,7 @@ def save_report(
         base = current[0] if current and current[1] == _TREE else None
         sub = repo.write_tree({n: (repo.write_blob(d), _BLOB) for n, d in files.items()}, base=base)
         new_top = repo.write_tree({report_id: (sub, _TREE)}, base=top)
-        return repo.commit(new_top, [old] if old else [], message)
+        return repo.commit(new_top, [old] if old else [], message, sign=True)
 
     return repo.update_ref(task.reports_ref, message.splitlines()[0], compute)
 

@@ -435,7 +435,7 @@ class CheckpointStore:
         kind = "light" if light else "full"
         subject = f"checkpoint {number} of {task}" + (f": {message}" if message else "")
         trailers = _trailers(ckpt_id, task, kind, trigger, step, number, baseline, head)
-        commit = repo.commit(tree, parents, checkpoint_message(subject, trailers))
+        commit = repo.commit(tree, parents, checkpoint_message(subject, trailers), sign=True)
         crash_point("checkpoint.objects")
         # 2. notes of that commit
         notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"

@@ -128,7 +128,7 @@ class EventLog:
             body = "\n".join(dumps(e.to_json()) for e in events)
             parent_message = self.repo.read_commit(old).message if old else None
             message = with_digest(_subject(events) + "\n\n" + body + "\n", parent_message)
-            commit = self.repo.commit(tree, [old] if old else [], message)
+            commit = self.repo.commit(tree, [old] if old else [], message, sign=True)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
                 return None
@@ -184,7 +184,7 @@ class EventLog:
         content = subject + "\n\n" + (body + "\n" if body else "")
         message = with_digest(content, self.repo.read_commit(ours).message)
         tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
-        return self.repo.commit(tree, [ours, theirs], message), len(gained)
+        return self.repo.commit(tree, [ours, theirs], message, sign=True), len(gained)
 
     def since(self, tip: str, other: str | None) -> list[Event]:
         """Events on `tip`'s first-parent chain that `other` does not have, oldest first."""
