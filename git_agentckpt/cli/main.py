@@ -97,6 +97,8 @@ LAZY_COMMANDS = {
     "doctor": "commands_doctor",
     "mcp": "commands_mcp",
     "integrate": "commands_integrate",
+    "export": "commands_export",
+    "verify-dir": "commands_export",
 }
 
 

@@ -1,0 +1,1 @@
+"""The audit trail checked and handed over: verification, exports for reviewers."""
