@@ -20,6 +20,7 @@ import shutil
 from collections.abc import Iterable
 from typing import Any
 
+from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import UsageError, shorten
 from git_agentckpt.paths import json_safe, quote, store_json
 
@@ -134,6 +135,7 @@ class ExportDir:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+        crash_point("export.write")
         digest = h.hexdigest()
         if listed:
             self._sums[rel] = digest
