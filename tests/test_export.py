@@ -1,4 +1,4 @@
-"""`git ckpt export TASK|CKPT --to DIR` and `verify --dir` (here `verify-dir`): the trail
+"""`git ckpt export TASK|CKPT --to DIR` and `verify --dir`: the trail
 as plain files, deterministic, without secrets; a working tree checked against it."""
 
 from __future__ import annotations
@@ -210,20 +210,20 @@ def test_verify_dir_on_the_restored_checkpoint(repo: Path, tmp_path: Path) -> No
     write(repo / "src/app.py", "print('changed')\n")
     write(repo / "stray.txt", "stray\n")
     ckpt(repo, "restore", chain[1]["id"])
-    passed = ckpt(repo, "verify-dir", "--dir", str(out), "--checkpoint", chain[1]["id"])
+    passed = ckpt(repo, "verify", "--dir", str(out), "--checkpoint", chain[1]["id"])
     assert "matches" in passed.stdout
     # the last checkpoint is the default; the tree is at the second one: go, run.sh extra,
     # new.txt missing
-    differs = ckpt(repo, "verify-dir", "--dir", str(out), ok=False)
+    differs = ckpt(repo, "verify", "--dir", str(out), ok=False)
     assert differs.exit_code == 1
     ckpt(repo, "restore", chain[2]["id"])
-    ckpt(repo, "verify-dir", "--dir", str(out))
+    ckpt(repo, "verify", "--dir", str(out))
     write(repo / "README.md", "edited\n")  # modified
     (repo / "src/app.py").unlink()  # missing
     write(repo / "extra.txt", "extra\n")  # extra
     write(repo / "debug.log", "ignored by .gitignore\n")  # never counts
     write(repo / ".env", "TOKEN=x\n")  # a secret path: restore never writes it either
-    failed = ckpt(repo, "verify-dir", "--dir", str(out), ok=False)
+    failed = ckpt(repo, "verify", "--dir", str(out), ok=False)
     assert failed.exit_code == 1
     lines = failed.stdout.splitlines()
     assert lines[0].split()[:2] == ["modified", "README.md"]
@@ -232,7 +232,7 @@ def test_verify_dir_on_the_restored_checkpoint(repo: Path, tmp_path: Path) -> No
         ["missing", "src/app.py"],
     ]
     assert "differs in 3 file(s)" in lines[-1]
-    as_json = json.loads(ckpt(repo, "verify-dir", "--dir", str(out), "--json", ok=False).stdout)
+    as_json = json.loads(ckpt(repo, "verify", "--dir", str(out), "--json", ok=False).stdout)
     assert as_json["ok"] is False and as_json["checkpoint"] == chain[2]["id"]
     assert {(d["kind"], d["path"]) for d in as_json["differences"]} == {
         ("modified", "README.md"),
@@ -248,11 +248,11 @@ def test_verify_dir_types_modes_and_a_plain_copy(repo: Path, tmp_path: Path) -> 
     plain = tmp_path / "plain"  # a copy outside any repository, .gitignore still read
     shutil.copytree(repo, plain, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     write(plain / "build/x.o", "ignored\n")
-    ckpt(plain, "verify-dir", "--dir", str(out))
+    ckpt(plain, "verify", "--dir", str(out))
     os.chmod(plain / "run.sh", 0o644)
     (plain / "go").unlink()
     write(plain / "go", "run.sh")  # a file where the checkpoint has a link
-    failed = ckpt(plain, "verify-dir", "--dir", str(out), "--json", ok=False)
+    failed = ckpt(plain, "verify", "--dir", str(out), "--json", ok=False)
     kinds = {(d["kind"], d["path"]) for d in json.loads(failed.stdout)["differences"]}
     assert kinds == {("type", "go"), ("mode", "run.sh")}
     assert chain[2]["id"] in failed.stdout
@@ -264,9 +264,9 @@ def test_verify_dir_refuses_a_changed_manifest(repo: Path, tmp_path: Path) -> No
     export(repo, "t", out)
     path = next((out / "tasks/t/checkpoints").glob("0003-*")) / "manifest.json"
     path.write_text(path.read_text().replace('"status": "added"', '"status": "addeD"', 1))
-    refused = ckpt(repo, "verify-dir", "--dir", str(out), ok=False)
+    refused = ckpt(repo, "verify", "--dir", str(out), ok=False)
     assert refused.exit_code == 6 and "SHA256SUMS" in refused.stderr
-    unknown = ckpt(repo, "verify-dir", "--dir", str(out), "--checkpoint", "01ZZZ", ok=False)
+    unknown = ckpt(repo, "verify", "--dir", str(out), "--checkpoint", "01ZZZ", ok=False)
     assert unknown.exit_code == 3
 
 
@@ -284,7 +284,7 @@ def test_a_killed_export_leaves_a_folder_that_says_so(
     assert "interrupted" in (partial / "INCOMPLETE").read_text()
     again = ckpt(repo, "export", "t", "--to", str(out), ok=False)
     assert again.exit_code == 2 and "out.partial exists" in again.stderr
-    refused = ckpt(repo, "verify-dir", "--dir", str(partial), ok=False)
+    refused = ckpt(repo, "verify", "--dir", str(partial), ok=False)
     assert refused.exit_code == 6 and "incomplete" in refused.stderr
     shutil.rmtree(partial)
     export(repo, "t", out)

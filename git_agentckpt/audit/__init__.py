@@ -1,1 +1,2 @@
-"""The audit trail checked and handed over: verification, exports for reviewers."""
+"""The audit trail checked end to end (`git ckpt verify`) and handed over as plain files
+(`git ckpt export`, `git ckpt verify --dir`)."""

@@ -1,5 +1,5 @@
-"""`git ckpt export TASK|CKPT --to DIR`, and the check of a working tree against an
-export (`verify --dir`; here the hidden `verify-dir` until `verify` has the option)."""
+"""`git ckpt export TASK|CKPT --to DIR`, and the body of `git ckpt verify --dir DIR`
+(a working tree against an export; `verify` itself is in commands_audit.py)."""
 
 from __future__ import annotations
 
@@ -64,15 +64,3 @@ def verify_dir_command(
         )
     if not result.ok:
         ctx.exit(int(Exit.FAILED))
-
-
-@cli.command(name="verify-dir", hidden=True)
-@click.option("--dir", "export_dir", required=True, metavar="DIR", help="An export's directory.")
-@click.option("--checkpoint", metavar="ID", help="Which exported checkpoint (default: the last).")
-@json_option
-@click.pass_context
-def verify_dir_cmd(
-    ctx: click.Context, export_dir: str, checkpoint: str | None, as_json: bool
-) -> None:
-    """Check the working tree against an exported manifest (`verify --dir`)."""
-    verify_dir_command(ctx, export_dir, checkpoint, as_json)

@@ -97,8 +97,8 @@ LAZY_COMMANDS = {
     "doctor": "commands_doctor",
     "mcp": "commands_mcp",
     "integrate": "commands_integrate",
+    "verify": "commands_audit",
     "export": "commands_export",
-    "verify-dir": "commands_export",
 }
 
 
