@@ -289,3 +289,22 @@ def test_a_killed_export_leaves_a_folder_that_says_so(
     shutil.rmtree(partial)
     export(repo, "t", out)
     assert not partial.exists() and not (out / "INCOMPLETE").exists()
+
+
+def test_verify_dir_follows_git_end_of_line_conversion(repo: Path, tmp_path: Path) -> None:
+    write(repo / ".gitattributes", "*.txt text eol=crlf\n")
+    write(repo / "notes.txt", "one\ntwo\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "crlf in the work tree")
+    (repo / "notes.txt").unlink()
+    git(repo, "checkout", "--", "notes.txt")  # git writes CRLF; the blob holds LF
+    assert (repo / "notes.txt").read_bytes() == b"one\r\ntwo\r\n"
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    out = tmp_path / "out"
+    export(repo, "t", out)
+    entry = next(f for f in manifest(out, 1)["files"] if f["path"] == "notes.txt")
+    assert entry["sha256"] == sha(b"one\ntwo\n")  # the stored content
+    ckpt(repo, "verify", "--dir", str(out))  # the bytes differ only by git's conversion
+    write(repo / "notes.txt", "one\r\nTWO\r\n")
+    failed = ckpt(repo, "verify", "--dir", str(out), ok=False)
+    assert failed.exit_code == 1 and "modified  notes.txt" in failed.stdout
