@@ -238,7 +238,10 @@ def test_damage_in_one_task_does_not_stop_the_others(trail: Path) -> None:
     build_trail(trail, "u")
     garbage = git(trail, "hash-object", "-w", "--stdin", input="not a commit")
     git(trail, "update-ref", CKPTS, garbage)
-    forged = write_commit(trail, EMPTY_TREE, [], "x\n\n{not json\n" + "[" * 5000 + "\n")
+    evil = {"v": 1, "id": "X\nerror: forged line\x1b[2J", "seq": 1, "ts": "", "task": "t\n"}
+    evil["type"] = "tool.call"
+    lines = ["{not json", '{"a":' * 5000, json.dumps(evil)]
+    forged = write_commit(trail, EMPTY_TREE, [], "x\n\n" + "\n".join(lines) + "\n")
     git(trail, "update-ref", EVENTS, forged)
     code, doc = verify(trail)
     assert code == 6
@@ -246,9 +249,11 @@ def test_damage_in_one_task_does_not_stop_the_others(trail: Path) -> None:
     assert "missing-object" in t_kinds or "unreadable" in t_kinds or "ref-damaged" in t_kinds
     assert "event-malformed" in t_kinds
     assert not [p for p in doc["problems"] if p["task"] == "u"]
+    assert "event-wrong-task" in t_kinds
     text = ckpt(trail, "verify", ok=False).stdout
-    assert all(line.count("\n") == 0 for line in text.splitlines())
     assert "Traceback" not in text
+    assert not [line for line in text.splitlines() if line.startswith("error: forged")]
+    assert "\x1b" not in text and "X\\x0aerror: forged line\\x1b[2J" in text
 
 
 def test_an_old_log_without_digests_is_said_not_failed(trail: Path) -> None:
@@ -269,3 +274,11 @@ def test_unknown_task_and_text_output(trail: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0].startswith("error: task t: ref-moved-back at ")
     assert lines[-1].startswith("verify FAILED: 1 task(s), 1 error(s)")
+
+
+def test_every_problem_kind_is_documented() -> None:
+    from git_agentckpt.audit.problems import KINDS
+
+    man = (Path(__file__).resolve().parent.parent / "man" / "git-ckpt.1").read_text()
+    for kind in KINDS:
+        assert f".B {kind}\n" in man, kind

@@ -33,8 +33,12 @@ def build_trail(repo: Path, task: str = "t", tool_calls: int = 3) -> None:
 
 
 def verify(repo: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    from git_agentckpt.audit.problems import KINDS
+
     result = ckpt(repo, "verify", "--json", *args, ok=False)
-    return result.exit_code, json.loads(result.stdout)
+    doc = json.loads(result.stdout)
+    assert {p["kind"] for p in doc["problems"]} <= set(KINDS)
+    return result.exit_code, doc
 
 
 def kinds(doc: dict[str, Any], severity: str = "error") -> set[str]:

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from git_agentckpt.audit.events_check import LogScan
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
 from git_agentckpt.audit.problems import Problem, read_error_kind
-from git_agentckpt.git.audit_read import RawCommit, first_parent_chain, missing_objects
+from git_agentckpt.git.audit_read import (
+    RawCommit,
+    first_parent_chain,
+    missing_objects,
+    read_raw_commit,
+)
 from git_agentckpt.model import parse_trailers
 from git_agentckpt.store.checkpoints import RESUME_TRIGGER, STEP_END_TRIGGER
 
@@ -116,6 +121,15 @@ def _check_numbers(walk: ChainWalk) -> None:
         )
 
 
+def _parent_tree(ctx: CommitContext, commit: RawCommit) -> str | None:
+    """The tree of the first checkpoint's parent (the user's commit it started from): its
+    objects are the user's history, which git keeps; only what the task added is looked up."""
+    if not commit.parents:
+        return None
+    parent = read_raw_commit(ctx.repo, commit.parents[0])
+    return parent.tree if parent.error is None else None
+
+
 def check_links(ctx: CommitContext, walk: ChainWalk, scan: LogScan) -> int:
     """Per checkpoint: rehash, per-commit checks, objects, its events. Returns objects missing."""
     seen: set[str] = set()
@@ -126,7 +140,7 @@ def check_links(ctx: CommitContext, walk: ChainWalk, scan: LogScan) -> int:
         if not c.intact:
             walk.problem("object-corrupt", c.id, "the checkpoint commit does not hash to its id")
         walk.problems.extend(check_commit(ctx, c, "checkpoint"))
-        base = walk.links[i + 1].commit.tree if i + 1 < len(walk.links) else None
+        base = walk.links[i + 1].commit.tree if i + 1 < len(walk.links) else _parent_tree(ctx, c)
         missing = missing_objects(ctx.repo, c.tree, base, seen)
         missing_total += len(missing)
         if missing:

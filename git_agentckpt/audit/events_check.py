@@ -145,11 +145,11 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         for ev in _events(commit, scan):
             pos += 1
             scan.events += 1
-            where = f"{commit.id[:12]} #{ev.seq} {ev.id}"
+            where = f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}"
             if ev.task != ctx.task:
-                scan.problem("event-wrong-task", where, f"the event names task {ev.task!r}")
+                scan.problem("event-wrong-task", where, f"the event names task {ev.task[:80]!r}")
             if ev.id in scan.ids:
-                scan.problem("event-duplicate-id", where, f"event id {ev.id} appears twice")
+                scan.problem("event-duplicate-id", where, f"event id {ev.id[:40]} appears twice")
             scan.ids.add(ev.id)
             if merged:  # another clone's numbers: the next own event continues after them
                 scan.last_seq = max(scan.last_seq, ev.seq)

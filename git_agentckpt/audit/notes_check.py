@@ -25,7 +25,7 @@ def _load(
         return None, None
     try:
         blob = note_id_at(ctx.repo, top, c.id)
-    except (CkptError, ValueError, KeyError) as exc:
+    except Exception as exc:  # a damaged notes tree: this note only (libgit2's errors too)
         walk.problem("unreadable", c.id, f"the {what} notes tree cannot be read: {exc}")
         return None, None
     if blob is None:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from git_agentckpt.model import JSON
 
 Severity = Literal["error", "warning", "info"]
+
+# What a hostile record could slip into a line: control characters (a newline would
+# forge another problem line, an escape sequence would rewrite the terminal).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """`text` on one line, control characters shown as escapes, cut at `limit`."""
+    out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
 
 # Every kind verify names, with what it means (the man page lists the same).
 KINDS: dict[str, str] = {
@@ -57,8 +68,9 @@ class Problem:
     severity: Severity = "error"
 
     def one_line(self) -> str:
-        task = f"task {self.task}: " if self.task is not None else ""
-        return f"{self.severity}: {task}{self.kind} at {self.where}: {self.detail}"
+        task = f"task {printable(self.task)}: " if self.task is not None else ""
+        where, detail = printable(self.where), printable(self.detail, 600)
+        return f"{self.severity}: {task}{self.kind} at {where}: {detail}"
 
     def to_json(self) -> dict[str, JSON]:
         return {
