@@ -308,3 +308,42 @@ def test_verify_dir_follows_git_end_of_line_conversion(repo: Path, tmp_path: Pat
     write(repo / "notes.txt", "one\r\nTWO\r\n")
     failed = ckpt(repo, "verify", "--dir", str(out), ok=False)
     assert failed.exit_code == 1 and "modified  notes.txt" in failed.stdout
+
+
+def test_reports_payloads_and_a_name_that_is_not_utf8(repo: Path, tmp_path: Path) -> None:
+    small_trail(repo)
+    odd = os.fsdecode(b"caf\xe9.txt")
+    write(repo / odd, "latin-1 name\n")
+    big = {"rows": [f"row {i:05d} of a long tool output" for i in range(3000)]}
+    ckpt(repo, "event", "t", "--type", "tool.call", "--json", json.dumps({"output": big}))
+    ckpt(repo, "step", "start", "t", "s1")
+    ckpt(repo, "step", "done", "t", "s1")
+    ckpt(repo, "resume", "t")  # finished: a report all the same
+    out = tmp_path / "out"
+    result = export(repo, "t", out)
+    task = out / "tasks/t"
+    assert (task / "events.jsonl").read_text() == ckpt(repo, "log", "t", "--json").stdout
+    [payload] = (task / "payloads").iterdir()
+    assert json.loads(payload.read_text()) == big
+    assert f'"blob":"{payload.stem}"' in (task / "events.jsonl").read_text()
+    [report_id] = ckpt_json(repo, "report", "t", "--list")
+    report_dir = task / "reports" / report_id["id"]
+    stored = git(repo, "show", f"refs/agent/reports/t:{report_id['id']}/report.md")
+    assert (report_dir / "report.md").read_text().strip() == stored
+    index = json.loads((out / "export.json").read_text())
+    assert index["tasks"][0]["reports"] == [report_id["id"]] and result["redacted"] == 0
+    last = manifest(out, len(index["tasks"][0]["checkpoints"]))
+    entry = next(f for f in last["files"] if "path_bytes_b64" in f)
+    assert entry["path"] == '"caf\\351.txt"' and entry["sha256"] == sha(b"latin-1 name\n")
+    ckpt(repo, "verify", "--dir", str(out))
+    mixed = ckpt(repo, "verify", "t", "--dir", str(out), ok=False)
+    assert mixed.exit_code == 2 and "--dir" in mixed.stderr
+
+
+def test_an_export_inside_the_working_tree_is_not_extra(repo: Path) -> None:
+    small_trail(repo)
+    export(repo, "t", repo / "review")
+    ckpt(repo, "verify", "--dir", "review")  # relative to -C, like every path argument
+    write(repo / "stray.txt", "stray\n")
+    failed = ckpt(repo, "verify", "--dir", "review", "--json", ok=False)
+    assert [d["path"] for d in json.loads(failed.stdout)["differences"]] == ["stray.txt"]

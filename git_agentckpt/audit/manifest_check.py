@@ -90,9 +90,11 @@ def _choose(export_dir: str, checkpoint: str | None) -> str:
     """The folder (relative to the export) of the manifest to check against."""
     index = _load(os.path.join(export_dir, "export.json"), "the export index")
     folders: list[tuple[str, str, str]] = []  # (folder, checkpoint id, commit)
-    for task in index.get("tasks") or [] if isinstance(index, dict) else []:
-        for c in (task.get("checkpoints") or []) if isinstance(task, dict) else []:
-            if isinstance(c, dict) and all(isinstance(c.get(k), str) for k in ("folder",)):
+    tasks = index.get("tasks") if isinstance(index, dict) else None
+    for task in tasks if isinstance(tasks, list) else []:
+        listed = task.get("checkpoints") if isinstance(task, dict) else None
+        for c in listed if isinstance(listed, list) else []:
+            if isinstance(c, dict) and isinstance(c.get("folder"), str):
                 folders.append((c["folder"], str(c.get("checkpoint")), str(c.get("commit"))))
     if not folders:
         raise NotFound(f"the export {shorten(export_dir)} holds no checkpoint")
@@ -278,8 +280,12 @@ def check_dir(worktree: str, export_dir: str, checkpoint: str | None = None) -> 
             expected.add(path)
             checked += 1
             found += _pinned_difference(tree, path, sha)
+        skip = set(gitlinks)  # a submodule's own files; the export itself, when inside
+        inside = os.path.relpath(export_dir, view.root)
+        if not inside.startswith(".."):
+            skip.add(inside.replace(os.sep, "/"))
         for path in sorted(view.files() - expected):
-            if not rule.matches(path) and not _under(path, gitlinks):
+            if not rule.matches(path) and not _under(path, skip):
                 found.append(
                     Difference("extra", path, "in the working tree, not in the checkpoint")
                 )
@@ -300,7 +306,7 @@ def check_dir(worktree: str, export_dir: str, checkpoint: str | None = None) -> 
 
 
 def _under(path: str, dirs: set[str]) -> bool:
-    """Whether `path` lies inside one of `dirs` (a submodule's own files)."""
+    """Whether `path` lies inside one of `dirs`."""
     while dirs and "/" in path:
         path = path.rsplit("/", 1)[0]
         if path in dirs:
