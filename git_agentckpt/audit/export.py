@@ -76,6 +76,7 @@ class ExportResult:
 
 def export(reader: TaskReader, name: str, to: str, secret_paths: Sequence[str]) -> ExportResult:
     """Export task `name` (its whole trail), or the one checkpoint `name` names."""
+    seen = len(reader.warnings)
     task: TaskName | None = None
     if name in {t.name for t in reader.tasks()}:
         task = reader.require_task(name)
@@ -94,6 +95,7 @@ def export(reader: TaskReader, name: str, to: str, secret_paths: Sequence[str]) 
     try:
         job = _Export(reader, out, secret_paths)
         entry = job.task(task, chain, chosen, whole=scope == "task")
+        skipped = [*reader.warnings[seen:], *job.warnings]  # damaged records, named
         index: dict[str, JSON] = {
             "v": 1,
             "tool": "git-ckpt",
@@ -103,7 +105,7 @@ def export(reader: TaskReader, name: str, to: str, secret_paths: Sequence[str]) 
             "how_to_check": list(HOW_TO_CHECK),
             "secret_files": "listed by path, mode and status only: no content, hash or size",
             "redacted_on_export": job.redacted,
-            "warnings": list(job.warnings),
+            "warnings": list(skipped),
         }
         out.write("export.json", canonical_json(index))
         files = out.written

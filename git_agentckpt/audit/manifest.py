@@ -179,10 +179,10 @@ def manifest_pieces(
             "parent": {"checkpoint": parent.id, "commit": parent.commit} if parent else None,
             "compared_with": {"commit": base[0], "what": base[1]} if base else None,
             "counts": dict(counts),
-            "secret_paths": secret.to_json(),
         }
     )
     assert isinstance(header, dict)
+    header["secret_paths"] = secret.to_json()  # patterns, not secrets: never redacted
     keys = sorted([*header, "files"])
     yield b"{\n"
     for i, key in enumerate(keys):
