@@ -347,3 +347,24 @@ def test_an_export_inside_the_working_tree_is_not_extra(repo: Path) -> None:
     write(repo / "stray.txt", "stray\n")
     failed = ckpt(repo, "verify", "--dir", "review", "--json", ok=False)
     assert [d["path"] for d in json.loads(failed.stdout)["differences"]] == ["stray.txt"]
+
+
+def test_verify_dir_checks_large_files_by_their_pinned_sha256(repo: Path, tmp_path: Path) -> None:
+    write(repo / ".agent/ckpt.toml", '[snapshot]\nmax_file_size = "1k"\n')
+    big = b"0123456789abcdef" * 256  # 4 KiB, untracked: pinned by sha256, never stored
+    (repo / "model.bin").write_bytes(big)
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    out = tmp_path / "out"
+    export(repo, "t", out)
+    assert not any(f["path"] == "model.bin" for f in manifest(out, 1)["files"])
+    folder = next((out / "tasks/t/checkpoints").glob("0001-*"))
+    pins = json.loads((folder / "assertions.json").read_text())["assertions"]
+    assert [a["check"]["sha256"] for a in pins if a["check"]["file"] == "model.bin"] == [sha(big)]
+    ckpt(repo, "verify", "--dir", str(out))  # present, with the pinned content: not extra
+    (repo / "model.bin").write_bytes(big[::-1])
+    failed = ckpt(repo, "verify", "--dir", str(out), "--json", ok=False)
+    [difference] = json.loads(failed.stdout)["differences"]
+    assert (difference["kind"], difference["path"]) == ("modified", "model.bin")
+    (repo / "model.bin").unlink()
+    failed = ckpt(repo, "verify", "--dir", str(out), "--json", ok=False)
+    assert json.loads(failed.stdout)["differences"][0]["kind"] == "missing"
