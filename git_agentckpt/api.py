@@ -30,6 +30,8 @@ from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
+    from git_agentckpt.audit.export import ExportResult
+    from git_agentckpt.audit.manifest_check import DirCheck
     from git_agentckpt.audit.problems import VerifyReport
     from git_agentckpt.audit.timeline import Timeline
     from git_agentckpt.contracts.approvals import PendingCommand
@@ -482,6 +484,14 @@ class Checkpointer(Workspace):
 
         t = self.require_task(task)
         return import_transcript(self, t, agent, path, shown or path, dry_run=dry_run)
+    # -- audit: the trail as plain files (audit/export.py) ------------------------------
+
+    def export(self, name: str, to: str) -> ExportResult:
+        """Write task `name`'s trail (or the one checkpoint `name` names) as plain files
+        into `to`, which must be new or an empty directory; deterministic."""
+        from git_agentckpt.audit.export import export
+
+        return export(self, name, to, self.settings.secret_paths)
 
 
 def parse_assertion_specs(given: Sequence[Any]) -> list[JSON]:
@@ -612,6 +622,15 @@ def integrate(
     config = xdg if xdg and os.path.isabs(xdg) else os.path.join(home, ".config")
     places = Places(worktree, agent_dir, home, os.path.abspath(codex_home), config + "/git-ckpt")
     return run(agent, scope, places, remove=remove)
+
+
+def verify_dir(path: str, export_dir: str, checkpoint: str | None = None) -> DirCheck:
+    """The working tree at `path` (its repository's top level, or the directory itself
+    when it is in no repository) against a manifest of `git ckpt export` in `export_dir`:
+    each missing, extra, modified file, and each changed type or mode."""
+    from git_agentckpt.audit.manifest_check import check_dir
+
+    return check_dir(path, export_dir, checkpoint)
 
 
 def load_assertions_text(text: str, source: str) -> list[JSON]:

@@ -45,6 +45,8 @@ POINTS = (
     "fetch.mirrored",  # the remote's refs copied under refs/ckpt-remotes/, none integrated
     "fetch.integrated",  # event logs, notes and reports integrated: before each checkpoint ref
     "push.merged",  # fetched and merged, before the atomic push
+    # export (audit/export_write.py)
+    "export.write",  # after each file written into DIR.partial
 )
 
 _hits: dict[str, int] = {}

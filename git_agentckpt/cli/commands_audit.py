@@ -7,7 +7,7 @@ import click
 from git_agentckpt.cli.common import root_path
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
-from git_agentckpt.errors import Exit
+from git_agentckpt.errors import Exit, UsageError
 
 
 @cli.command()
@@ -23,6 +23,18 @@ from git_agentckpt.errors import Exit
     help="The witness file `git ckpt push` writes (default: "
     "$XDG_STATE_HOME/git-ckpt/witness/<repository id>.json, read when it exists).",
 )
+@click.option(
+    "--dir",
+    "export_dir",
+    metavar="DIR",
+    help="Instead: check the working tree against a manifest of `git ckpt export` in DIR "
+    "(exit 1 when a file differs).",
+)
+@click.option(
+    "--checkpoint",
+    metavar="ID",
+    help="With --dir: the exported checkpoint to compare with (default: the last).",
+)
 @json_option
 @click.pass_context
 def verify(
@@ -30,10 +42,27 @@ def verify(
     tasks: tuple[str, ...],
     against: str | None,
     witness: str | None,
+    export_dir: str | None,
+    checkpoint: str | None,
     as_json: bool,
 ) -> None:
-    """Check the trail of TASKs (default: all) and name each problem; exit 6 if any."""
+    """Check the trail of TASKs (default: all) and name each problem; exit 6 if any.
+    With --dir, check the working tree against an export instead."""
     from git_agentckpt.api import verify as run_verify
+
+    if export_dir is not None:  # audit/manifest_check.py: a working tree, not the trail
+        if tasks or against or witness:
+            raise UsageError(
+                "--dir checks the working tree against an export: no TASK, --against or "
+                "--witness with it",
+                hint="run the two checks as two commands",
+            )
+        from git_agentckpt.cli.commands_export import verify_dir_command
+
+        verify_dir_command(ctx, export_dir, checkpoint, as_json)
+        return
+    if checkpoint is not None:
+        raise UsageError("--checkpoint goes with --dir", hint="see `git ckpt verify --help`")
 
     report = run_verify(root_path(ctx), tasks, against=against, witness=witness)
     if as_json:

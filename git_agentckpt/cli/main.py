@@ -101,6 +101,7 @@ LAZY_COMMANDS = {
     "timeline": "commands_timeline",
     "metrics": "commands_metrics",
     "verify": "commands_audit",
+    "export": "commands_export",
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -299,6 +300,25 @@ class Fetch(Shared):
         git_agentckpt.open(str(self.b)).push("origin")  # B's work waits on the remote for A
 
 
+class Export(Scenario):
+    """A read of the store: a kill leaves `DIR.partial` saying INCOMPLETE, never `DIR`."""
+
+    def prepare(self) -> None:
+        self.out = self.repo.parent / "export"
+        self.argv = ("export", "t", "--to", str(self.out))
+
+    def after_kill(self) -> None:
+        partial = self.out.parent / "export.partial"
+        assert not self.out.exists() and (partial / "INCOMPLETE").is_file()
+        refused = run_ckpt(self.repo, self.argv, None)
+        assert refused.returncode == 2 and "export.partial exists" in refused.stderr
+        shutil.rmtree(partial)  # what the refusal tells the user to do
+
+    def after_rerun(self) -> None:
+        sums = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=self.out)
+        assert sums.returncode == 0 and not (self.out / "INCOMPLETE").exists()
+
+
 SCENARIOS: dict[str, type[Scenario]] = {
     "create": Create,
     "create --light": CreateLight,
@@ -309,6 +329,7 @@ SCENARIOS: dict[str, type[Scenario]] = {
     "confirm": Confirm,
     "push": Push,
     "fetch": Fetch,
+    "export": Export,
 }
 
 # The points each command passes, in the order it passes them (`@N`: the N-th time).
@@ -363,6 +384,7 @@ KILL_POINTS: dict[str, list[str]] = {
         "push.merged",
     ],
     "fetch": ["fetch.mirrored", "fetch.integrated@1", "fetch.integrated@2"],
+    "export": ["export.write@1", "export.write@4"],
 }
 CASES = [(command, point) for command, points in KILL_POINTS.items() for point in points]
 # Bugs these kills found (issue 9), left to the owners of the code at fault.
