@@ -124,3 +124,26 @@ def test_real_git_ckpt_entry_point(repo: Path) -> None:
     assert "Traceback" not in bad.stderr and bad.stderr.startswith("git ckpt: error:")
     made = real_ckpt(repo, "create", "-t", "sub")
     assert made.returncode == 0 and len(made.stdout.strip()) == 26
+
+
+def test_an_object_whose_bytes_no_longer_match_its_hash_is_named_not_an_internal_error(
+    repo: Path,
+) -> None:
+    """A stored object edited in place (libgit2 refuses it: hash mismatch) makes the
+    reading commands fail with exit 6 and one line naming the object, not an internal
+    error."""
+    import zlib
+
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    (repo / "a.txt").write_text("hi\n")
+    ckpt(repo, "create", "-t", "t", "-m", "one")
+    tip = git(repo, "rev-parse", "refs/agent/checkpoints/t")
+    path = repo / ".git" / "objects" / tip[:2] / tip[2:]
+    body = zlib.decompress(path.read_bytes()).replace(b"one", b"ONE")
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(body))
+    for args in (("list", "t"), ("show", "t"), ("task", "show", "t")):
+        out = ckpt(repo, *args, ok=False)
+        assert out.exit_code == 6, (args, out.output)
+        assert f"object {tip} is damaged (object hash mismatch" in out.output
+        assert "internal error" not in out.output

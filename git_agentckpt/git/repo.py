@@ -305,6 +305,12 @@ class GitRepo:
             return self._repo[oid]
         except (KeyError, ValueError) as exc:
             raise NotFound(f"object {oid} is not in the repository") from exc
+        except pygit2.GitError as exc:  # stored but unreadable: a hash mismatch, a bad pack
+            why = (str(exc).splitlines() or ["unreadable"])[0].removeprefix(f"{oid}: ")
+            raise CorruptError(
+                f"object {oid} is damaged ({why})",
+                hint="`git ckpt verify` names what it belongs to; `git fsck` checks the store",
+            ) from exc
 
     def resolve_prefix(self, prefix: str) -> str | None:
         try:
@@ -362,8 +368,9 @@ class GitRepo:
             for entry in current:
                 path = prefix + str(entry.name)
                 if entry.filemode == FileMode.TREE:
-                    sub = self._repo[entry.id]
-                    assert isinstance(sub, pygit2.Tree)
+                    sub = self._lookup(str(entry.id))
+                    if not isinstance(sub, pygit2.Tree):
+                        raise CorruptError(f"object {entry.id} is not a tree")
                     stack.append((path + "/", sub))
                 else:
                     yield TreeFile(path, str(entry.id), int(entry.filemode))
