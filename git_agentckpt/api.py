@@ -423,20 +423,22 @@ def doctor(path: str = ".", dry_run: bool = False) -> DoctorReport:
     return run_doctor(GitRepo.discover(path, allow_bare=True), dry_run=dry_run)
 
 
-def install_hooks(path: str = ".") -> list[str]:
-    """Install the reference-transaction shim (chaining a hook the user had)."""
+def install_hooks(path: str = ".", server: bool = False) -> list[str]:
+    """Install the client shims (reference-transaction, pre-push), or with `server` the
+    pre-receive shim of a shared repository; a hook the user had is kept and chained."""
     from git_agentckpt import hooks
     from git_agentckpt.git.repo import GitRepo
 
-    return hooks.install(GitRepo.discover(path, allow_bare=True))
+    return hooks.install(GitRepo.discover(path, allow_bare=True), server=server)
 
 
-def uninstall_hooks(path: str = ".") -> list[str]:
-    """Remove the shim and put back a hook it had chained."""
+def uninstall_hooks(path: str = ".", server: bool = False) -> list[str]:
+    """Remove the shims (the client's, or with `server` pre-receive) and put back a hook
+    they had chained."""
     from git_agentckpt import hooks
     from git_agentckpt.git.repo import GitRepo
 
-    return hooks.uninstall(GitRepo.discover(path, allow_bare=True))
+    return hooks.uninstall(GitRepo.discover(path, allow_bare=True), server=server)
 
 
 def hooks_status(path: str = ".") -> dict[str, str]:
@@ -451,9 +453,13 @@ def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
     """The body of a git hook shim (`hooks/`); its exit status."""
     from git_agentckpt import hooks
 
-    if name != "reference-transaction":
-        raise UsageError(f"unknown hook {name!r}")
-    return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
+    if name == "reference-transaction":
+        return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
+    if name == "pre-receive":
+        return hooks.run_pre_receive(stdin_text, cwd)
+    if name == "pre-push":
+        return hooks.run_pre_push(list(args), stdin_text, cwd)
+    raise UsageError(f"unknown hook {name!r}")
 
 
 def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:
@@ -464,6 +470,8 @@ def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHo
     from git_agentckpt.integrations.agent_hook import answer
 
     return answer(lambda: Checkpointer.open(path), agent, event, stdin, os.environ)
+
+
 def integrate(
     agent: str, scope: str = "project", path: str = ".", *, remove: bool = False
 ) -> IntegrateResult:

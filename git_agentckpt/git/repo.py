@@ -26,7 +26,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_create import create_ref
-from git_agentckpt.git.run import stream_records, target
+from git_agentckpt.git.run import keep_object_dirs, stream_records, target
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -143,9 +143,10 @@ class GitRepo:
         names in GIT_OBJECT_DIRECTORY / GIT_ALTERNATE_OBJECT_DIRECTORIES: read them too."""
         dirs = [os.environ.get("GIT_OBJECT_DIRECTORY", "")]
         dirs += os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)
-        for d in dirs:
-            if d and os.path.isdir(d):
-                self._repo.odb.add_disk_alternate(os.path.abspath(d))
+        found = [os.path.abspath(d) for d in dirs if d and os.path.isdir(d)]
+        for d in found:
+            self._repo.odb.add_disk_alternate(d)
+        keep_object_dirs(found)  # and git run by the tool (run_git strips the variables)
 
     # -- refs ---------------------------------------------------------------
 

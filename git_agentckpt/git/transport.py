@@ -170,6 +170,9 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
         return None
     if rejected:  # refused by the remote for a reason a retry cannot change (a hook, a guard)
         said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
+        ours = _ckpt_refusal(remote, said)
+        if ours is not None:
+            return ours
         why = "; ".join(said[-3:]) or _last_error(stderr)
         return OperationFailed(
             f"git push {remote} was refused: {rejected[0].ref} {rejected[0].summary} ({why})",
@@ -178,6 +181,26 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
     refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
     return refused or OperationFailed(
         f"git push {remote} failed: {_last_error(stderr)}", hint=URL_HINT
+    )
+
+
+def _ckpt_refusal(remote: str, said: list[str]) -> CkptError | None:
+    """The refusal of a server's `git ckpt` pre-receive hook (`audit/receive.py`), on one
+    line: the refused refs with their reasons, and the first fix it gave."""
+    ours = [
+        x[len("remote:") :].strip()[len("git ckpt: ") :]
+        for x in said
+        if x[len("remote:") :].strip().startswith("git ckpt: ")
+    ]
+    refused = [x[len("refused ") :] for x in ours if x.startswith("refused ")]
+    if not refused:
+        return None
+    more = [f"and {len(refused) - 3} more"] if len(refused) > 3 else []
+    fixes = [x for x in ours if x.startswith("fix: ")]
+    return OperationFailed(
+        f"git push {remote} was refused by the remote's pre-receive hook: "
+        + "; ".join(refused[:3] + more),
+        hint=(fixes[0] if fixes else "") + " (nothing was changed there)",
     )
 
 
