@@ -74,10 +74,12 @@ class Checkpointer(Workspace):
     """The task store of one repository, with resume, checks, the policy and sharing."""
 
     @classmethod
-    def open(cls, path: str = ".") -> Checkpointer:
+    def open(cls, path: str = ".", *, for_reading: bool = False) -> Checkpointer:
+        """The repository at `path`. `for_reading`: a bare repository is opened too (a
+        server's, to audit the trail where it is stored); only reads work there."""
         from git_agentckpt.git.repo import GitRepo
 
-        return cls(GitRepo.discover(path))
+        return cls(GitRepo.discover(path, allow_bare=for_reading))
 
     # -- what the store does, with the contract and the policy taken into account -------
 

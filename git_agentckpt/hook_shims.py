@@ -1,7 +1,9 @@
 """The texts of the git hook shims in `hooks/` (installed by `git ckpt hooks install`).
 
 A shim is a few lines of sh that run a hook the user had (kept as `<name>.ckpt-user`)
-first, with the same arguments and input, then `git ckpt hook <name>`. The input is read
+first, with the same arguments and input, then `git ckpt hook <name>`, whose exit status
+is the shim's (the last command of a pipeline; an `exec` there would run in a subshell,
+and the lines after it too). The input is read
 whole before anything runs (`input=$(cat)`): git never writes into a hook that has gone.
 `@PYTHON@` is the interpreter `git ckpt` was installed with, used when `git-ckpt` is not
 on the hook's PATH (a server's hooks run with a short PATH).
@@ -28,9 +30,10 @@ esac
 [ -n "$GIT_CKPT_HOOK_BYPASS" ] && exit 0
 unset GIT_INDEX_FILE GIT_WORK_TREE
 if command -v git-ckpt >/dev/null 2>&1; then
-    printf '%s\n' "$input" | exec git-ckpt hook reference-transaction "$@"
+    printf '%s\n' "$input" | git-ckpt hook reference-transaction "$@"
+else
+    printf '%s\n' "$input" | "@PYTHON@" -m git_agentckpt hook reference-transaction "$@"
 fi
-printf '%s\n' "$input" | exec "@PYTHON@" -m git_agentckpt hook reference-transaction "$@"
 """
 
 PRE_RECEIVE = r"""#!/bin/sh
@@ -52,9 +55,10 @@ esac
 [ -n "$GIT_CKPT_HOOK_BYPASS" ] && exit 0
 unset GIT_INDEX_FILE GIT_WORK_TREE
 if command -v git-ckpt >/dev/null 2>&1; then
-    printf '%s\n' "$input" | exec git-ckpt hook pre-receive "$@"
+    printf '%s\n' "$input" | git-ckpt hook pre-receive "$@"
+else
+    printf '%s\n' "$input" | "@PYTHON@" -m git_agentckpt hook pre-receive "$@"
 fi
-printf '%s\n' "$input" | exec "@PYTHON@" -m git_agentckpt hook pre-receive "$@"
 """
 
 PRE_PUSH = r"""#!/bin/sh
@@ -72,9 +76,10 @@ fi
 [ -n "$GIT_CKPT_HOOK_BYPASS" ] && exit 0
 unset GIT_INDEX_FILE
 if command -v git-ckpt >/dev/null 2>&1; then
-    printf '%s\n' "$input" | exec git-ckpt hook pre-push "$@"
+    printf '%s\n' "$input" | git-ckpt hook pre-push "$@"
+else
+    printf '%s\n' "$input" | "@PYTHON@" -m git_agentckpt hook pre-push "$@"
 fi
-printf '%s\n' "$input" | exec "@PYTHON@" -m git_agentckpt hook pre-push "$@"
 """
 
 SHIMS = {

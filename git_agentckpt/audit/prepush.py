@@ -21,6 +21,7 @@ or the commit), the line, and the rule, never the secret itself.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ DEFAULT_BINARY_LIMIT = 4 << 20
 BINARY_SNIFF = 8000
 OVERLAP = 4096  # bytes carried from one chunk to the next: a secret cut in two is found
 MAX_SHOWN = 20
+_HEX40 = re.compile(r"[0-9a-f]{40}\Z")
 
 # (local ref, local sha, remote ref, remote sha) per ref of the push
 PushLine = tuple[str, str, str, str]
@@ -194,15 +196,27 @@ def _scan(
 
 
 def _with_commit(repo: GitRepo, f: Finding, tips: list[str], exclude: list[str]) -> Finding:
-    """A blob finding with a pushed commit that brings the blob (the newest one)."""
+    """A blob finding with the pushed commit that brings the blob in (the oldest pushed
+    commit whose change, against its first parent, adds or removes it)."""
     if f.type != "blob":
         return f
     proc = run_git(
-        ["log", "-1", "--format=%H", f"--find-object={f.object}", *tips, "--not", *exclude, "--"],
+        [
+            "log",
+            "--format=%H",
+            "--no-patch",  # ids only: a patch would print the secret
+            "--diff-merges=first-parent",  # a checkpoint that took the user's HEAD is a merge
+            f"--find-object={f.object}",
+            *tips,
+            "--not",
+            *exclude,
+            "--",
+        ],
         cwd=repo.workdir,
         check=False,
     )
-    commit = proc.stdout.decode("ascii", "replace").strip() or None
+    found = [x for x in proc.stdout.decode("ascii", "replace").split() if _HEX40.match(x)]
+    commit = found[-1] if found else None  # the oldest: the one that brought it in
     return Finding(f.object, f.type, f.path, f.line, f.rule, commit)
 
 

@@ -107,7 +107,8 @@ class GitRepo:
             raise RepositoryError(
                 f"{repo.path.rstrip('/')} is a bare repository: "
                 "there is no working tree to checkpoint",
-                hint="run git ckpt inside a clone with a working tree",
+                hint="run git ckpt inside a clone with a working tree (list, log, show, "
+                "diff, report, task show|list and verify read a bare repository)",
             )
         assert workdir is not None
         # Snapshots leave out untracked files above this size (`git/large.py`); the

@@ -146,6 +146,9 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
     machine that has not changed for a while (a remote given as a path).
     """
     text = stderr.decode("utf-8", "replace")
+    local_hook = _pre_push_refusal(remote, text)
+    if local_hook is not None:
+        return local_hook
     if any(s in text for s in _UNPACK_FAILED) or any("unpacker error" in p.summary for p in pushed):
         refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
         if refused is not None:
@@ -181,6 +184,23 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
     refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
     return refused or OperationFailed(
         f"git push {remote} failed: {_last_error(stderr)}", hint=URL_HINT
+    )
+
+
+def _pre_push_refusal(remote: str, text: str) -> CkptError | None:
+    """The refusal of this clone's `git ckpt` pre-push hook (`audit/prepush.py`), on one
+    line: what it found (the first three) and its first fix."""
+    lines = [x.strip() for x in text.splitlines()]
+    if not any(x.startswith("git ckpt: refused push to ") for x in lines):
+        return None
+    found = [x[len("git ckpt:") :].strip() for x in lines if x.startswith("git ckpt:   ")]
+    fixes = [x[len("git ckpt: ") :] for x in lines if x.startswith("git ckpt: fix: ")]
+    heads = [x[len("git ckpt: refused push to ") :] for x in lines if "refused push to" in x]
+    more = [f"and {len(found) - 3} more"] if len(found) > 3 else []
+    return OperationFailed(
+        f"git push {remote} was refused by this clone's pre-push hook: "
+        + "; ".join(heads[:1] + found[:3] + more),
+        hint=fixes[0] if fixes else "see `git push` for the details",
     )
 
 
