@@ -7,6 +7,7 @@ the client): each `remote: git ckpt: …` line, never "the remote end hung up".
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -119,7 +120,8 @@ def test_a_forced_push_of_an_audit_ref_is_refused_in_full(
     forced = run_git(repo, "push", "origin", "+refs/agent/checkpoints/t~1:refs/agent/checkpoints/t")
     assert_refused_in_full(forced, "refs/agent/checkpoints/t", "not a fast-forward")
     assert "run `git ckpt push`" in forced.stderr  # the fix for a rewrite
-    notes = run_git(repo, "push", "-q", "origin", "+refs/notes/agent/state~1:refs/notes/agent/state")
+    rewind = "+refs/notes/agent/state~1:refs/notes/agent/state"
+    notes = run_git(repo, "push", "-q", "origin", rewind)
     assert_refused_in_full(notes, "refs/notes/agent/state", "not a fast-forward")
     assert {r: tip(remote, r) for r in before} == before
 
@@ -179,7 +181,7 @@ def test_a_commit_of_another_task_or_none_is_refused(client: tuple[Path, Path, s
 def test_git_ckpt_push_names_the_servers_refusal_on_one_line(
     client: tuple[Path, Path, str],
 ) -> None:
-    repo, remote, url = client
+    repo, remote, _ = client
     rogue = rogue_checkpoint(repo, tip(repo, "refs/agent/checkpoints/t"))
     git(repo, "update-ref", "refs/agent/checkpoints/t", rogue)  # no client hook here
     result = ckpt(repo, "push", ok=False)
@@ -212,7 +214,7 @@ def test_a_users_pre_receive_is_chained(served: tuple[Path, str], tmp_path: Path
     hook = remote / "hooks" / "pre-receive"
     hook.write_text(
         "#!/bin/sh\n"
-        'input=$(cat)\n'
+        "input=$(cat)\n"
         'printf "%s\\n" "$input" >> "$GIT_DIR/user-hook-saw"\n'
         'case "$input" in *refs/heads/frozen*)\n'
         '  echo "policy: refs/heads/frozen is frozen" >&2; exit 1 ;;\nesac\n'
@@ -275,3 +277,38 @@ def test_why_not_the_reference_transaction_hook_on_a_server(tmp_path: Path) -> N
         ckpt(remote, "hooks", "install", "--server")
         told = run_git(repo, "push", "origin", f"{rogue}:refs/agent/checkpoints/t")
         assert_refused_in_full(told, "refs/agent/checkpoints/t", "no checkpoint.prepare event")
+
+
+def test_reading_commands_work_in_the_bare_repository(client: tuple[Path, Path, str]) -> None:
+    """A trail is audited where it is stored: the server's bare repository."""
+    repo, remote, _ = client
+    ckpt(repo, "resume", "t", ok=False)  # writes a recovery report, whatever its outcome
+    ckpt(repo, "push")
+    listed = ckpt_json(remote, "list", "t")
+    assert [c["commit"] for c in listed] == [c["commit"] for c in ckpt_json(repo, "list", "t")]
+    logged = [
+        e["type"]
+        for e in map(json.loads, ckpt(remote, "log", "t", "--json").stdout.split("\n")[:-1])
+    ]
+    assert logged[:3] == ["task.start", "checkpoint.prepare", "checkpoint.commit"]
+    shown = ckpt_json(remote, "show", "t~1")
+    assert shown["state"]["goal"] == "audited work"
+    assert ckpt_json(remote, "task", "show", "t")["goal"] == "audited work"
+    assert "audited work" in ckpt(remote, "task", "list").stdout
+    changed = ckpt_json(remote, "diff", "t~2", "t~1")
+    assert {"status": "A", "path": "work.txt"}.items() <= changed["files"][0].items()
+    reports = ckpt_json(remote, "report", "t", "--list")
+    assert reports and reports == ckpt_json(repo, "report", "t", "--list")
+    assert ckpt_json(remote, "report", "t")["id"] == reports[-1]["id"]
+    # what needs a work tree says so, and names what works here
+    for args in (
+        ("create", "-t", "t"),
+        ("resume", "t"),
+        ("restore", "t~1"),
+        ("step", "start", "t", "s"),
+    ):
+        refused = ckpt(remote, *args, ok=False)
+        assert refused.exit_code == 4, (args, refused.output)
+        assert (
+            "is a bare repository" in refused.stderr and "read a bare repository" in refused.stderr
+        )

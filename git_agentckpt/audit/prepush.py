@@ -59,10 +59,12 @@ class Finding:
     def describe(self) -> str:
         if self.type == "blob":
             brought = f" (commit {self.commit[:12]})" if self.commit else ""
-            where = f"blob {self.object[:12]} {self.path}{brought}"
-        else:
-            where = f"{self.type} {self.object[:12]}"
-        return f"{where}, line {self.line}: rule {self.rule}"
+            return (
+                f"blob {self.object[:12]} {self.path}{brought}, line {self.line}: rule {self.rule}"
+            )
+        # commits and tags: the line of the message (0 and below: the object's header)
+        where = f"message line {self.line}" if self.line > 0 else "header"
+        return f"{self.type} {self.object[:12]}, {where}: rule {self.rule}"
 
 
 @dataclass
@@ -177,11 +179,14 @@ def _scan(
     """(rule, line) of each secret in the object, one per rule and line."""
     seen: set[tuple[str, int]] = set()
     tail = b""
-    lines_before = 0  # newlines before `tail`
+    lines_before = 0  # newlines before `tail` (a commit's: counted from its message)
     for i, data in enumerate(chunks):
         if i == 0 and obj.type == "blob" and obj.size > limit and b"\0" in data[:BINARY_SNIFF]:
             result.skipped.append(obj)
             return
+        if i == 0 and obj.type != "blob":  # the header: up to the first empty line
+            end = data.find(b"\n\n")
+            lines_before = -(data[: end + 2].count(b"\n") if end >= 0 else 0)
         result.scanned_bytes += len(data)
         buf = tail + data
         text = buf.decode("utf-8", "replace")

@@ -1,0 +1,176 @@
+"""The client's pre-push hook: no secret leaves in a push, and the refusal names the
+object (blob and path, with the commit that brings it in; or the commit) and the rule."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import BIN_DIR, ckpt, remote_and_clones, write
+
+# Fake secrets, put together here so that no scanner trips over this file.
+GITHUB_TOKEN = "ghp_" + "Ab1" * 12
+AWS_KEY = "AKIA" + "IOSFODNN7" + "EXAMPLE"
+
+
+def run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> tuple[Path, Path]:
+    """Clone `a` of a bare remote (one commit on main), with `git ckpt hooks install`."""
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    out = ckpt(a, "hooks", "install").stdout
+    assert "pre-push" in out
+    return remote, a
+
+
+def commit(repo: Path, path: str, text: str) -> str:
+    write(repo / path, text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"add {path}")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def remote_has(remote: Path, ref: str) -> bool:
+    return run_git(remote, "rev-parse", "--verify", "-q", ref).returncode == 0
+
+
+def test_a_clean_push_goes_quietly(clone: tuple[Path, Path]) -> None:
+    remote, a = clone
+    made = commit(a, "src/app.py", "def token_count(text):\n    return len(text.split())\n")
+    pushed = run_git(a, "push", "origin", "HEAD:main")
+    assert pushed.returncode == 0, pushed.stderr
+    assert "git ckpt" not in pushed.stderr
+    assert git(remote, "rev-parse", "main") == made
+
+
+def test_a_secret_in_a_branch_commit_is_refused_with_blob_path_commit_and_rule(
+    clone: tuple[Path, Path],
+) -> None:
+    remote, a = clone
+    before = git(remote, "rev-parse", "main")
+    commit(a, "README.md", "docs\n")
+    bad = commit(a, "config/settings.py", f"DEBUG = True\nGITHUB = '{GITHUB_TOKEN}'\n")
+    blob = git(a, "rev-parse", "HEAD:config/settings.py")
+    pushed = run_git(a, "push", "origin", "HEAD:main")
+    assert pushed.returncode != 0
+    err = pushed.stderr
+    assert "git ckpt: refused push to origin: 1 secret(s) in the objects about to leave" in err
+    assert (
+        f"git ckpt:   blob {blob[:12]} config/settings.py (commit {bad[:12]}), line 2: "
+        "rule github-token"
+    ) in err, err
+    assert "git push --no-verify" in err
+    assert GITHUB_TOKEN not in err  # the secret itself is never printed
+    assert git(remote, "rev-parse", "main") == before
+    # what the remote already has is not scanned again: fixed on top, the push goes
+    git(a, "reset", "-q", "--hard", "HEAD~1")
+    assert run_git(a, "push", "origin", "HEAD:main").returncode == 0
+
+
+def test_a_secret_in_a_checkpoint_tree_is_refused_by_git_ckpt_push(
+    clone: tuple[Path, Path],
+) -> None:
+    remote, a = clone
+    ckpt(a, "task", "start", "t", "--goal", "g")
+    write(a / "notes" / "aws.txt", f"the key is {AWS_KEY}\n")  # untracked: in the snapshot
+    made = ckpt(a, "create", "-t", "t", "--json").stdout
+    blob = git(a, "rev-parse", "refs/agent/checkpoints/t:notes/aws.txt")
+    checkpoint = git(a, "rev-parse", "refs/agent/checkpoints/t")
+    assert checkpoint in made
+    result = ckpt(a, "push", ok=False)
+    assert result.exit_code == 1
+    errors = [x for x in result.stderr.splitlines() if x.startswith("git ckpt: error:")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(
+        "git ckpt: error: git push origin was refused by this clone's pre-push hook: "
+        "origin: 1 secret(s) in the objects about to leave; "
+        f"blob {blob[:12]} notes/aws.txt (commit {checkpoint[:12]}), line 1: rule aws-key"
+    ), errors[0]
+    assert "fix: take the secret out" in errors[0]
+    assert AWS_KEY not in result.stderr
+    assert not remote_has(remote, "refs/agent/checkpoints/t")
+
+
+def test_a_secret_planted_in_a_raw_event_object_is_refused(clone: tuple[Path, Path]) -> None:
+    remote, a = clone
+    ckpt(a, "task", "start", "t", "--goal", "g")
+    tip = git(a, "rev-parse", "refs/agent/events/t")
+    line = '{"v":1,"type":"note","data":{"text":"' + GITHUB_TOKEN + '"}}'
+    planted = git(
+        a,
+        "commit-tree",
+        "-p",
+        tip,
+        "-m",
+        f"event note\n\n{line}",
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    )
+    env = dict(os.environ, GIT_CKPT_HOOK_BYPASS="1", PATH=BIN_DIR + os.pathsep + os.environ["PATH"])
+    subprocess.run(
+        ["git", "update-ref", "refs/agent/events/t", planted], cwd=a, env=env, check=True
+    )
+    pushed = run_git(a, "push", "origin", "refs/agent/events/t:refs/agent/events/t")
+    assert pushed.returncode != 0
+    assert (
+        f"git ckpt:   commit {planted[:12]}, message line 3: rule github-token" in pushed.stderr
+    ), pushed.stderr
+    assert not remote_has(remote, "refs/agent/events/t")
+
+
+def test_large_binary_blobs_are_skipped_with_a_note(clone: tuple[Path, Path]) -> None:
+    remote, a = clone
+    git(a, "config", "ckpt.scanBinaryLimit", "1k")
+    big = b"\0\1\2" * 400 + f" {AWS_KEY} ".encode()  # 1.2 kB, binary: not scanned
+    small = b"\0" + f" {AWS_KEY} ".encode()  # binary but small: scanned
+    (a / "big.bin").write_bytes(big)
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "big")
+    pushed = run_git(a, "push", "origin", "HEAD:main")
+    assert pushed.returncode == 0, pushed.stderr
+    blob = git(a, "rev-parse", "HEAD:big.bin")
+    assert (
+        f"git ckpt: not scanned: binary blob {blob[:12]} big.bin ({len(big)} bytes, "
+        "above ckpt.scanBinaryLimit)"
+    ) in pushed.stderr
+    assert "git ckpt: pre-push scanned" in pushed.stderr and "ms" in pushed.stderr
+    (a / "small.bin").write_bytes(small)
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "small")
+    refused = run_git(a, "push", "origin", "HEAD:main")
+    assert refused.returncode != 0 and "small.bin" in refused.stderr
+    assert "rule aws-key" in refused.stderr
+    assert git(remote, "rev-parse", "main") != git(a, "rev-parse", "HEAD")
+
+
+def test_a_users_pre_push_is_chained_and_no_verify_skips_both(clone: tuple[Path, Path]) -> None:
+    remote, a = clone
+    ckpt(a, "hooks", "uninstall")
+    hook = a / ".git" / "hooks" / "pre-push"
+    hook.write_text(
+        "#!/bin/sh\n"
+        'echo "$1 $(cat)" >> "$(git rev-parse --git-dir)/user-pre-push"\n'
+        'case "$1" in blocked) echo "user policy: not to blocked" >&2; exit 1 ;; esac\n'
+    )
+    hook.chmod(0o755)
+    out = ckpt(a, "hooks", "install").stdout
+    assert "kept your pre-push hook as pre-push.ckpt-user" in out
+    made = commit(a, "leak.env.txt", f"token={GITHUB_TOKEN}\n")
+    pushed = run_git(a, "push", "origin", "HEAD:main")
+    assert pushed.returncode != 0 and "rule " in pushed.stderr
+    saw = (a / ".git" / "user-pre-push").read_text()
+    assert f"origin HEAD {made} refs/heads/main" in saw  # the same input
+    git(a, "remote", "add", "blocked", str(remote))
+    stopped = run_git(a, "push", "blocked", "HEAD:main")
+    assert "user policy: not to blocked" in stopped.stderr
+    assert "git ckpt: refused" not in stopped.stderr  # the user's refusal comes first
+    forced = run_git(a, "push", "--no-verify", "origin", "HEAD:main")
+    assert forced.returncode == 0 and git(remote, "rev-parse", "main") == made
+    ckpt(a, "hooks", "uninstall")
+    assert "user policy" in hook.read_text()
