@@ -30,17 +30,20 @@ from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
 
 if TYPE_CHECKING:
+    from git_agentckpt.audit.problems import VerifyReport
     from git_agentckpt.contracts.approvals import PendingCommand
     from git_agentckpt.contracts.engine import CheckOutcome
     from git_agentckpt.contracts.trust import TrustEntry
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
+    from git_agentckpt.git.repo import GitRepo
     from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
     from git_agentckpt.integrations.install import IntegrateResult
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
+    from git_agentckpt.store.guard import Update
     from git_agentckpt.store.restoring import RestoreResult as RestoreResult
     from git_agentckpt.store.share import ShareResult as ShareResult
     from git_agentckpt.tick import TickResult
@@ -384,10 +387,41 @@ class Checkpointer(Workspace):
         return share.fetch(self.repo, self.log, remote)
 
     def push(self, remote: str = "origin") -> ShareResult:
-        """Fetch and merge, then push every agent ref to `remote` in one atomic push."""
+        """Fetch and merge, then push every agent ref to `remote` in one atomic push; the
+        tips pushed go into the witness file (`audit/witness.py`), outside the repository."""
         from git_agentckpt.store import share
 
-        return share.push(self.repo, self.log, remote)
+        result = share.push(self.repo, self.log, remote)
+        self._witness(result, remote)
+        return result
+
+    def _witness(self, result: ShareResult, remote: str) -> None:
+        from git_agentckpt.audit import witness
+        from git_agentckpt.store.refs import EVENTS
+
+        pushed: dict[str, tuple[str, int | None]] = {}
+        for p in result.pushed:
+            tip = self.repo.read_ref(p.ref)
+            if p.rejected or tip is None:
+                continue
+            seq = self.log.last_seq_at(tip) if p.ref.startswith(EVENTS) else None
+            pushed[p.ref] = (tip, seq)
+        if not pushed:
+            return
+        try:  # the push happened: a witness that cannot be written does not undo it
+            witness.record(
+                self.repo, pushed, self.log.redactor.text(remote), witness.witness_path(self.repo)
+            )
+        except (OSError, CkptError) as exc:
+            self.store.warn(f"the witness file was not updated: {exc}")
+
+    def verify(
+        self, tasks: Sequence[str] = (), against: str | None = None, witness: str | None = None
+    ) -> VerifyReport:
+        """Check the trail end to end (`audit/verify.py`); see the module-level `verify`."""
+        from git_agentckpt.audit.verify import verify_trail
+
+        return verify_trail(self.repo, tasks, against=against, witness_file=witness)
 
     def doctor(self, dry_run: bool = False) -> DoctorReport:
         """Stale locks and temporary files of killed writers, removed when provably orphaned."""
@@ -425,6 +459,54 @@ def doctor(path: str = ".", dry_run: bool = False) -> DoctorReport:
     return run_doctor(GitRepo.discover(path, allow_bare=True), dry_run=dry_run)
 
 
+def verify(
+    path: str = ".",
+    tasks: Sequence[str] = (),
+    against: str | None = None,
+    witness: str | None = None,
+) -> VerifyReport:
+    """Check the trail of `tasks` (all when empty) end to end, in any repository (bare too):
+    the problems found, each named (`audit/problems.py` KINDS). `against`: a remote whose
+    refs the local ones must contain; `witness`: the witness file (default: the one `push`
+    writes, used when it exists)."""
+    from git_agentckpt.audit.verify import verify_trail
+    from git_agentckpt.git.repo import GitRepo
+
+    repo = GitRepo.discover(path, allow_bare=True)
+    return verify_trail(repo, tasks, against=against, witness_file=witness)
+
+
+def verify_pushed(path: str, updates: Sequence[tuple[str, str, str]]) -> VerifyReport:
+    """For a pre-receive hook: verify the tasks whose refs a push updates, as the push would
+    leave them. `updates`: (old, new, ref) as git gives them (a zero id: created/deleted).
+    Objects in git's quarantine are read (GIT_OBJECT_DIRECTORY and alternates). Moves
+    backwards and deletions are the hook's to refuse (`store/guard.py`); the witness file
+    is not read (it is the pusher's, not the server's)."""
+    from git_agentckpt.audit.remote_check import task_of
+    from git_agentckpt.audit.verify import verify_trail
+    from git_agentckpt.git.repo import GitRepo
+
+    repo = GitRepo.discover(path, allow_bare=True)
+    repo.add_object_dirs_from_env()
+    from git_agentckpt.audit.problems import VerifyReport
+    from git_agentckpt.store.refs import CHECKPOINTS, EVENTS
+
+    tips = {ref: (None if new.strip("0") == "" else new) for _old, new, ref in updates}
+    if not any(ref.startswith(("refs/agent/", "refs/notes/agent/")) for ref in tips):
+        return VerifyReport()
+    touched = sorted({t for ref in tips if (t := task_of(ref)) is not None})
+
+    def remains(task: str) -> bool:
+        refs = (CHECKPOINTS + task, EVENTS + task)
+        return any((tips[r] if r in tips else repo.read_ref(r)) is not None for r in refs)
+
+    # a push of notes only touches every task: all are checked (an empty list)
+    tasks = [t for t in touched if remains(t)]
+    if touched and not tasks:
+        return VerifyReport()
+    return verify_trail(repo, tasks, tips=tips, use_witness=False)
+
+
 def install_hooks(path: str = ".", server: bool = False) -> list[str]:
     """Install the client shims (reference-transaction, pre-push), or with `server` the
     pre-receive shim of a shared repository; a hook the user had is kept and chained."""
@@ -458,10 +540,23 @@ def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
     if name == "reference-transaction":
         return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
     if name == "pre-receive":
-        return hooks.run_pre_receive(stdin_text, cwd)
+        return hooks.run_pre_receive(stdin_text, cwd, verify=_verify_push_for_hook)
     if name == "pre-push":
-        return hooks.run_pre_push(list(args), stdin_text, cwd)
+        return hooks.run_pre_push(list(args), stdin_text, cwd, verify=_verify_tasks_for_hook)
     raise UsageError(f"unknown hook {name!r}")
+
+
+def _verify_push_for_hook(repo: GitRepo, updates: list[Update]) -> list[tuple[str | None, str]]:
+    """pre-receive: the errors `verify` finds in the tasks a push touches, as it leaves them."""
+    report = verify_pushed(repo.git_dir, [(u.old, u.new, u.ref) for u in updates])
+    return [(p.task, p.one_line()) for p in report.errors]
+
+
+def _verify_tasks_for_hook(repo: GitRepo, tasks: list[str]) -> list[str]:
+    """pre-push: the errors `verify` finds in the tasks a push carries."""
+    from git_agentckpt.audit.verify import verify_trail
+
+    return [p.one_line() for p in verify_trail(repo, tasks).errors]
 
 
 def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:

@@ -19,11 +19,16 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from git_agentckpt.errors import CkptError, UsageError
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.hook_shims import SHIMS, marker
-from git_agentckpt.store.guard import Update, check_updates, parse_updates
+from git_agentckpt.store.guard import check_updates, parse_updates
+
+if TYPE_CHECKING:
+    from git_agentckpt.audit.prepush import TrailVerifier
+    from git_agentckpt.audit.receive import Verifier
 
 CLIENT_HOOKS = ("reference-transaction", "pre-push")
 SERVER_HOOKS = ("pre-receive",)
@@ -58,9 +63,10 @@ def run_reference_transaction(state: str, stdin_text: str, cwd: str = ".") -> in
     return 1 if problems else 0
 
 
-def run_pre_receive(stdin_text: str, cwd: str = ".") -> int:
+def run_pre_receive(stdin_text: str, cwd: str = ".", verify: Verifier | None = None) -> int:
     """The server's hook: 0 accepts the push, 1 refuses it (every line on stderr, which
-    receive-pack hands to the pushing client, `remote: `-prefixed)."""
+    receive-pack hands to the pushing client, `remote: `-prefixed). `verify`: what `git
+    ckpt verify` rejects in the tasks the push touches (the facade passes it)."""
     from git_agentckpt.audit.receive import agent_updates, judge_push, refusal_lines
 
     if os.environ.get("GIT_CKPT_HOOK_BYPASS"):
@@ -71,7 +77,7 @@ def run_pre_receive(stdin_text: str, cwd: str = ".") -> int:
     try:
         repo = GitRepo.discover(cwd, allow_bare=True)  # GIT_DIR as receive-pack set it
         repo.add_object_dirs_from_env()  # the pushed objects, still in quarantine
-        refusals = judge_push(repo, updates, verify_pushed)
+        refusals = judge_push(repo, updates, verify)
     except CkptError as exc:
         _say([f"git ckpt: refused the push: cannot check it: {exc.one_line()}"])
         return 1
@@ -82,19 +88,11 @@ def run_pre_receive(stdin_text: str, cwd: str = ".") -> int:
     return 1
 
 
-def verify_pushed(repo: GitRepo, updates: list[Update]) -> list[tuple[str | None, str]]:
-    """What `git ckpt verify` rejects in the tasks the push touches, with the pushed
-    values of their refs: (task, one line) per problem of severity error."""
-    return []
-
-
-def verify_tasks(repo: GitRepo, tasks: list[str]) -> list[str]:
-    """What `git ckpt verify` rejects in these tasks of this clone, one line each."""
-    return []
-
-
-def run_pre_push(args: list[str], stdin_text: str, cwd: str = ".") -> int:
-    """The client's hook: 0 lets the push go, 1 refuses it (reasons on stderr)."""
+def run_pre_push(
+    args: list[str], stdin_text: str, cwd: str = ".", verify: TrailVerifier | None = None
+) -> int:
+    """The client's hook: 0 lets the push go, 1 refuses it (reasons on stderr). `verify`:
+    what `git ckpt verify` rejects in the tasks the push carries (the facade passes it)."""
     from git_agentckpt.audit.prepush import check_push
 
     if os.environ.get("GIT_CKPT_HOOK_BYPASS"):
@@ -102,7 +100,7 @@ def run_pre_push(args: list[str], stdin_text: str, cwd: str = ".") -> int:
     remote = args[0] if args else "origin"
     try:
         repo = GitRepo.discover(cwd, allow_bare=True)
-        verdict = check_push(repo, remote, parse_push_lines(stdin_text), verify_tasks)
+        verdict = check_push(repo, remote, parse_push_lines(stdin_text), verify)
     except CkptError as exc:
         _say(
             [

@@ -97,6 +97,7 @@ LAZY_COMMANDS = {
     "doctor": "commands_doctor",
     "mcp": "commands_mcp",
     "integrate": "commands_integrate",
+    "verify": "commands_audit",
 }
 
 

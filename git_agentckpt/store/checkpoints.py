@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -105,6 +106,12 @@ def parse_checkpoint(info: CommitInfo) -> Checkpoint | None:
         tree=info.tree,
         parent=prev if prev is not None and prev != baseline else None,
     )
+
+
+def blob_id(data: bytes, like: str) -> str:
+    """The id git gives `data` stored as a blob, hashed as `like` (an object id) is."""
+    algo = hashlib.sha256 if len(like) == 64 else hashlib.sha1
+    return algo(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def _load_note(data: bytes, what: str) -> JSON:
@@ -432,15 +439,20 @@ class CheckpointStore:
         crash_point("checkpoint.objects")
         # 2. notes of that commit
         notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
-        write_notes(repo, STATE_NOTES, {commit: dumps(clean_state).encode()}, notes_msg)
+        state_blob = dumps(clean_state).encode()
+        write_notes(repo, STATE_NOTES, {commit: state_blob}, notes_msg)
+        # the notes' blob ids go into the prepare event: `verify` finds a note replaced later
+        notes: dict[str, JSON] = {"state": blob_id(state_blob, commit)}
         if assertions:
             body = dumps({"v": 1, "assertions": redact_assertions(redactor, assertions)}).encode()
             write_notes(repo, ASSERTION_NOTES, {commit: body}, notes_msg)
+            notes["assertions"] = blob_id(body, commit)
         crash_point("checkpoint.notes")
         links: dict[str, JSON] = {"checkpoint": commit}
         if step:
             links["step"] = step
         data: dict[str, JSON] = {"kind": kind, "trigger": trigger, "number": number, "id": ckpt_id}
+        data["notes"] = notes
         who = dict(actor or {})
         # 3. write-ahead record
         prepare = NewEvent("checkpoint.prepare", who, links=links, data=data)

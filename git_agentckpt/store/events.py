@@ -10,6 +10,7 @@ Secrets are redacted before the commit object is written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 
@@ -40,6 +41,34 @@ def events_of(info: CommitInfo) -> list[Event]:
         return [Event.from_json(o) for o in objs]
     except CkptError as exc:
         raise CorruptError(f"event log commit {info.id[:12]}: {exc.message}") from exc
+
+
+DIGEST_TRAILER = "Log-Digest"
+_DIGEST_MARK = "\n\n" + DIGEST_TRAILER + ": "
+
+
+def log_digest(parent_digest: str | None, content: str) -> str:
+    """The chained digest of an event commit: sha256 of the first parent's digest and the
+    commit's message up to its `Log-Digest` trailer. It binds the events to the commit
+    (`git ckpt verify` recomputes it: an edited, removed or moved event breaks it)."""
+    h = hashlib.sha256((parent_digest or "").encode() + b"\n")
+    h.update(content.encode("utf-8", "surrogatepass"))
+    return "sha256:" + h.hexdigest()
+
+
+def split_digest(message: str) -> tuple[str, str | None]:
+    """(the message up to its `Log-Digest` trailer, the digest or None if it has none)."""
+    at = message.rfind(_DIGEST_MARK)
+    if at < 0:
+        return message, None
+    value = message[at + len(_DIGEST_MARK) :].strip()
+    return message[: at + 1], value or None
+
+
+def with_digest(content: str, parent_message: str | None) -> str:
+    """`content` (ending in a newline) with its `Log-Digest` trailer appended."""
+    parent = split_digest(parent_message)[1] if parent_message is not None else None
+    return content + f"\n{DIGEST_TRAILER}: {log_digest(parent, content)}\n"
 
 
 def _subject(events: Sequence[Event]) -> str:
@@ -97,7 +126,8 @@ class EventLog:
                 for i, ev in enumerate(clean)
             ]
             body = "\n".join(dumps(e.to_json()) for e in events)
-            message = _subject(events) + "\n\n" + body + "\n"
+            parent_message = self.repo.read_commit(old).message if old else None
+            message = with_digest(_subject(events) + "\n\n" + body + "\n", parent_message)
             commit = self.repo.commit(tree, [old] if old else [], message)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
@@ -108,6 +138,10 @@ class EventLog:
 
         retry_cas(attempt, f"appending to the event log of {task}")
         return result
+
+    def last_seq_at(self, tip: str | None) -> int:
+        """The highest event number of the log at `tip` (0: empty)."""
+        return self._last_seq(tip)
 
     def _last_seq(self, tip: str | None) -> int:
         """The highest `seq` so far: the last JSON line of the tip is parsed, and for a
@@ -147,7 +181,8 @@ class EventLog:
                 gained.append(ev)
         subject = f"merge {len(gained)} event(s) from {self.redactor.text(origin)}"
         body = "\n".join(dumps(e.to_json()) for e in gained)
-        message = subject + "\n\n" + (body + "\n" if body else "")
+        content = subject + "\n\n" + (body + "\n" if body else "")
+        message = with_digest(content, self.repo.read_commit(ours).message)
         tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
         return self.repo.commit(tree, [ours, theirs], message), len(gained)
 

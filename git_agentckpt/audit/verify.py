@@ -1,0 +1,200 @@
+"""`git ckpt verify`: check a trail end to end and name each problem.
+
+Per task: the event log (`events_check`), the checkpoint chain against it
+(`chain_check`), the notes (`notes_check`), the state claims. Then the
+store against the copies kept elsewhere (`remote_check`): the fetch
+mirrors, `--against REMOTE`, the witness file. One task's damage never stops
+the others: whatever escapes a check is one `unreadable` problem.
+
+`tips` overrides the refs the store holds ({ref: new value, None: deleted}):
+a pre-receive hook verifies what a push *would* make the refs, objects read
+from git's quarantine (`GitRepo.add_object_dirs_from_env`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from git_agentckpt.audit import chain_check, notes_check, remote_check, witness
+from git_agentckpt.audit.events_check import scan_log
+from git_agentckpt.audit.per_commit import CommitContext
+from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
+from git_agentckpt.errors import CkptError, NotFound
+from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
+from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, STATE_NOTES
+from git_agentckpt.store.share import MIRROR
+
+MAX_PER_KIND = 20  # lines of one kind for one task; the rest are counted in one line
+
+
+@dataclass
+class RefView:
+    """The refs as the store holds them, or as `tips` would make them."""
+
+    repo: GitRepo
+    tips: Mapping[str, str | None] = field(default_factory=dict)
+
+    def value(self, ref: str) -> str | None:
+        if ref in self.tips:
+            return self.tips[ref]
+        return self.repo.read_ref(ref)
+
+    def names(self, prefix: str) -> list[str]:
+        found = set(self.repo.list_refs(prefix))
+        found |= {r for r in self.tips if r.startswith(prefix)}
+        return sorted(r for r in found if self.value(r) is not None)
+
+
+def _tasks(refs: RefView) -> list[str]:
+    names = {r[len(CHECKPOINTS) :] for r in refs.names(CHECKPOINTS)}
+    names |= {r[len(EVENTS) :] for r in refs.names(EVENTS)}
+    return sorted(names)
+
+
+def _tree_of(repo: GitRepo, tip: str | None, ref: str, report: VerifyReport) -> str | None:
+    if tip is None:
+        return None
+    commit = read_raw_commit(repo, tip)
+    if commit.error is not None:
+        kind = read_error_kind(commit.error)
+        report.add([Problem(None, kind, ref, f"its commit {tip[:12]}: {commit.error}")])
+        return None
+    if not commit.intact:
+        report.add([Problem(None, "object-corrupt", ref, f"{tip[:12]} does not hash to its id")])
+    return commit.tree
+
+
+def _mirror_reach(repo: GitRepo, task: str) -> Callable[[str], bool]:
+    """Whether a commit is on a fetched mirror's chain of `task` (read when first asked)."""
+    chains: list[set[str]] = []
+
+    def reach(commit: str) -> bool:
+        if not chains:
+            seen: set[str] = set()
+            for name, tip in repo.list_refs(MIRROR).items():
+                if name.endswith("/agent/checkpoints/" + task):
+                    seen |= {c.id for c in first_parent_chain(repo, tip) if c.error is None}
+            chains.append(seen)
+        return commit in chains[0]
+
+    return reach
+
+
+def _verify_task(
+    repo: GitRepo,
+    refs: RefView,
+    task: str,
+    notes: tuple[str | None, str | None],
+    report: VerifyReport,
+) -> int:
+    """Check one task; returns its log's highest event number."""
+    ctx = CommitContext(repo, task)
+    scan = scan_log(ctx, refs.value(EVENTS + task))
+    report.add(scan.problems)
+    report.count("event commits", scan.commits)
+    report.count("events", scan.events)
+    tip = refs.value(CHECKPOINTS + task)
+    walk = (
+        chain_check.walk_chain(ctx, tip) if tip is not None else chain_check.ChainWalk(task, [], [])
+    )
+    report.count("checkpoints", len(walk.links))
+    missing = chain_check.check_links(ctx, walk, scan)
+    report.count("missing objects", missing)
+    done = notes_check.check_notes(ctx, walk, scan.prepare_data, *notes)
+    chain_check.check_claims(walk, scan, done)
+    chain_check.check_committed(ctx, walk, scan, tip, _mirror_reach(repo, task))
+    report.add(walk.problems)
+    return scan.last_seq
+
+
+def _capped(problems: list[Problem]) -> list[Problem]:
+    out: list[Problem] = []
+    counts: dict[tuple[str | None, str], int] = {}
+    for p in problems:
+        key = (p.task, p.kind)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] <= MAX_PER_KIND:
+            out.append(p)
+    for (task, kind), n in counts.items():
+        if n > MAX_PER_KIND:
+            more = n - MAX_PER_KIND
+            sev = max((p.severity for p in problems if (p.task, p.kind) == (task, kind)), key=_rank)
+            out.append(Problem(task, kind, "…", f"{more} more problem(s) of this kind", sev))
+    return out
+
+
+def _rank(severity: str) -> int:
+    return {"info": 0, "warning": 1, "error": 2}.get(severity, 2)
+
+
+def verify_trail(
+    repo: GitRepo,
+    tasks: Iterable[str] | None = None,
+    *,
+    tips: Mapping[str, str | None] | None = None,
+    against: str | None = None,
+    witness_file: str | None = None,
+    use_witness: bool = True,
+) -> VerifyReport:
+    refs = RefView(repo, dict(tips or {}))
+    known = _tasks(refs)
+    chosen = list(dict.fromkeys(tasks or []))
+    unknown = [t for t in chosen if t not in known]
+    if unknown:
+        raise NotFound(
+            f"unknown task {unknown[0]!r}", hint="see `git ckpt task list` for the tasks here"
+        )
+    report = VerifyReport(tasks=chosen or known)
+    notes = (
+        _tree_of(repo, refs.value(STATE_NOTES), STATE_NOTES, report),
+        _tree_of(repo, refs.value(ASSERTION_NOTES), ASSERTION_NOTES, report),
+    )
+    last_seq: dict[str, int] = {}
+    for task in report.tasks:
+        try:
+            last_seq[task] = _verify_task(repo, refs, task, notes, report)
+        except (CkptError, Exception) as exc:  # hostile records: one line, the next task
+            text = exc.one_line() if isinstance(exc, CkptError) else f"{type(exc).__name__}: {exc}"
+            report.add([Problem(task, "unreadable", CHECKPOINTS + task, text[:200])])
+    _compare_copies(repo, refs, report, last_seq, against, witness_file if use_witness else "")
+    report.problems = _capped(report.problems)
+    return report
+
+
+def _compare_copies(
+    repo: GitRepo,
+    refs: RefView,
+    report: VerifyReport,
+    last_seq: dict[str, int],
+    against: str | None,
+    witness_file: str | None,
+) -> None:
+    selected = set(report.tasks)
+
+    def keep(task: str | None) -> bool:
+        return task is None or task in selected
+
+    for key, tips in sorted(remote_check.mirrored_tips(repo).items()):
+        source = f"the copy fetched from {key}"
+        report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=True))
+    if against is not None:
+        theirs = ls_remote(repo, against)
+        report.sources.append(f"remote {against}")
+        report.add(
+            remote_check.compare(
+                repo, refs.value, theirs, f"remote {against}", keep=keep, diverge_ok=True
+            )
+        )
+    if witness_file == "":
+        return
+    path = witness.witness_path(repo, witness_file)
+    recorded = witness.load(path)
+    if recorded is None:
+        return
+    report.sources.append(f"witness {path}")
+    tips = {ref: str(entry["tip"]) for ref, entry in recorded.items()}
+    source = "the witness file"
+    report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=False))
+    report.add(remote_check.compare_seq(recorded, last_seq, source))

@@ -1,0 +1,284 @@
+"""`git ckpt verify`: a clean trail passes; each tampering of the issue is named.
+
+Every attack is made with real git plumbing (hash-object, update-ref, notes,
+writing object and ref files), as someone with write access to the
+repository would, never through the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import ckpt, real_ckpt
+from verify_attacks import (
+    EMPTY_TREE,
+    build_trail,
+    chain,
+    event_lines,
+    find,
+    kinds,
+    loose_path,
+    raw_commit,
+    rebuild_log,
+    rewrite_in_place,
+    verify,
+    write_commit,
+)
+
+from git_agentckpt.store.events import with_digest
+
+EVENTS = "refs/agent/events/t"
+CKPTS = "refs/agent/checkpoints/t"
+STATE = "refs/notes/agent/state"
+
+
+@pytest.fixture
+def trail(repo: Path) -> Path:
+    build_trail(repo)
+    return repo
+
+
+def test_a_clean_trail_passes(trail: Path) -> None:
+    build_trail(trail, "u")
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert doc["ok"] is True and doc["problems"] == []
+    assert doc["tasks"] == ["t", "u"]
+    assert doc["checked"]["checkpoints"] == 8  # 4 per task: baseline, one, step end, two
+    text = real_ckpt(trail, "verify", "t")  # the installed command, through git
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("verify ok: 1 task(s), 0 error(s)")
+
+
+def test_an_edited_event_is_named_at_its_commit(trail: Path) -> None:
+    def edit(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        i = find(items, lambda e: e["type"] == "tool.call" and e["data"] == {"n": 1})
+        tree, message = items[i]
+        items[i] = (tree, message.replace('"data":{"n":1}', '"data":{"n":7}'))
+        return items
+
+    rebuild_log(trail, EVENTS, edit)
+    edited = [c for c in chain(trail, EVENTS) if '"n":7' in raw_commit(trail, c)[1]]
+    code, doc = verify(trail)
+    assert code == 6
+    bad = [p for p in doc["problems"] if p["kind"] == "log-digest-mismatch"]
+    assert [p["where"] for p in bad] == [edited[0][:12]]
+    assert kinds(doc) == {"log-digest-mismatch"}
+
+
+def test_deleted_event_leaves_a_gap(trail: Path) -> None:
+    def drop(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        i = find(items, lambda e: e["type"] == "tool.call" and e["data"] == {"n": 1})
+        return items[:i] + items[i + 1 :]
+
+    rebuild_log(trail, EVENTS, drop)
+    code, doc = verify(trail)
+    assert code == 6
+    assert {"seq-gap", "log-digest-mismatch"} <= kinds(doc)
+    gap = next(p for p in doc["problems"] if p["kind"] == "seq-gap")
+    assert "missing" in gap["detail"]
+
+
+def test_reordered_events_are_out_of_order(trail: Path) -> None:
+    def swap(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        i = find(items, lambda e: e["type"] == "tool.call" and e["data"] == {"n": 0})
+        items[i], items[i + 1] = items[i + 1], items[i]
+        return items
+
+    rebuild_log(trail, EVENTS, swap)
+    code, doc = verify(trail)
+    assert code == 6
+    assert {"seq-out-of-order", "seq-gap", "log-digest-mismatch"} <= kinds(doc)
+
+
+def test_truncated_log_loses_the_checkpoints_events(trail: Path) -> None:
+    commits = chain(trail, EVENTS)
+    prepare_two = next(
+        i
+        for i, c in enumerate(commits)
+        if any(
+            e["type"] == "checkpoint.prepare" and e["data"].get("number") == 4
+            for e in event_lines(raw_commit(trail, c)[1])
+        )
+    )
+    git(trail, "update-ref", EVENTS, commits[prepare_two - 1])  # cut from the prepare on
+    code, doc = verify(trail)
+    assert code == 6
+    unprepared = [p for p in doc["problems"] if p["kind"] == "checkpoint-unprepared"]
+    assert [p["where"] for p in unprepared] == [git(trail, "rev-parse", CKPTS)]
+
+
+def test_forged_event_with_a_repeated_number(trail: Path) -> None:
+    tip = git(trail, "rev-parse", EVENTS)
+    last = event_lines(raw_commit(trail, tip)[1])[-1]
+    forged = {**last, "id": "01JZZZZZZZZZZZZZZZZZZZZZZZ", "data": {"n": "forged"}}
+    write = write_commit(trail, EMPTY_TREE, [tip], "forged\n\n" + json.dumps(forged) + "\n")
+    git(trail, "update-ref", EVENTS, write)
+    code, doc = verify(trail)
+    assert code == 6
+    assert {"seq-out-of-order", "log-digest-missing"} <= kinds(doc)
+
+
+def test_forged_event_with_a_valid_digest_but_a_copied_id(trail: Path) -> None:
+    """A forger who knows the digest rule still reuses an id: caught."""
+    tip = git(trail, "rev-parse", EVENTS)
+    _, tip_message = raw_commit(trail, tip)
+    events = [e for c in chain(trail, EVENTS) for e in event_lines(raw_commit(trail, c)[1])]
+    copied = next(e for e in events if e["type"] == "tool.call")
+    forged = {**copied, "seq": events[-1]["seq"] + 1}
+    body = "forged\n\n" + json.dumps(forged, sort_keys=True, separators=(",", ":")) + "\n"
+    commit = write_commit(trail, EMPTY_TREE, [tip], with_digest(body, tip_message))
+    git(trail, "update-ref", EVENTS, commit)
+    code, doc = verify(trail)
+    assert code == 6
+    assert kinds(doc) == {"event-duplicate-id"}
+
+
+def test_checkpoint_ref_moved_back_is_tampering(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    git(trail, "update-ref", CKPTS, tip + "~1")
+    code, doc = verify(trail)
+    assert code == 6
+    moved = [p for p in doc["problems"] if p["kind"] == "ref-moved-back"]
+    assert [p["where"] for p in moved] == [tip]
+    assert "tampering" in moved[0]["detail"]
+
+
+def test_direct_write_to_a_ref_file_bypassing_the_hook(trail: Path) -> None:
+    ckpt(trail, "hooks", "install")
+    tip = git(trail, "rev-parse", CKPTS)
+    older = git(trail, "rev-parse", CKPTS + "~2")
+    refused = real_ckpt(trail, "verify")  # still clean with the hook in place
+    assert refused.returncode == 0
+    # git's own update-ref goes through the hook and is refused...
+    with pytest.raises(subprocess.CalledProcessError):
+        git(trail, "update-ref", CKPTS, older)
+    assert git(trail, "rev-parse", CKPTS) == tip
+    # ...writing the ref file is not
+    ref_file = trail / ".git" / CKPTS
+    ref_file.write_text(older + "\n")
+    code, doc = verify(trail)
+    assert code == 6
+    assert "ref-moved-back" in kinds(doc)
+
+
+def test_rewritten_checkpoint_commit(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    head, message = raw_commit(trail, tip)
+    tree = head.split("\n", 1)[0].split()[1]
+    parents = [line.split()[1] for line in head.splitlines() if line.startswith("parent ")]
+    forged = write_commit(trail, tree, parents, message.replace("Trigger: manual", "Trigger: x"))
+    git(trail, "update-ref", CKPTS, forged)
+    code, doc = verify(trail)
+    assert code == 6
+    named = {p["kind"]: p["where"] for p in doc["problems"]}
+    assert named["checkpoint-unprepared"] == forged
+    assert named["checkpoint-unreachable"] == tip
+    assert named["note-missing"] == forged  # the notes stayed on the original
+
+
+def test_checkpoint_commit_rewritten_in_place(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    rewrite_in_place(trail, tip, b"Trigger: manual", b"Trigger: hacks")
+    code, doc = verify(trail)
+    assert code == 6
+    assert "object-corrupt" in kinds(doc)
+
+
+def test_notes_add_force_on_a_checkpoint(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    state = json.loads(git(trail, "notes", "--ref", STATE, "show", tip))
+    for step in state["steps"]:
+        step["status"] = "done"  # claim s2 done, which never happened
+    git(trail, "notes", "--ref", STATE, "add", "-f", "-m", json.dumps(state), tip)
+    code, doc = verify(trail)
+    assert code == 6
+    assert {"note-replaced", "claim-unbacked"} <= kinds(doc)
+    claim = next(p for p in doc["problems"] if p["kind"] == "claim-unbacked")
+    assert "step s2" in claim["detail"]
+
+
+def test_note_copied_from_another_task(trail: Path) -> None:
+    build_trail(trail, "u")
+    theirs = git(trail, "rev-parse", "refs/agent/checkpoints/u")
+    ours = git(trail, "rev-parse", CKPTS)
+    git(trail, "notes", "--ref", STATE, "copy", "-f", theirs, ours)
+    code, doc = verify(trail, "t")
+    assert code == 6
+    misplaced = next(p for p in doc["problems"] if p["kind"] == "note-misplaced")
+    assert misplaced["where"] == ours and "'u'" in misplaced["detail"]
+    assert "note-replaced" in kinds(doc)
+    assert verify(trail, "u")[0] == 0  # the source task is fine
+
+
+def test_missing_snapshot_object(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS + "~1")  # the step-end checkpoint added t-b.txt
+    blob = git(trail, "rev-parse", f"{tip}:t-b.txt")
+    loose_path(trail, blob).unlink()
+    code, doc = verify(trail)
+    assert code == 6
+    missing = next(p for p in doc["problems"] if p["kind"] == "missing-object")
+    assert "t-b.txt" in missing["detail"] and missing["where"] == tip
+
+
+def test_missing_event_commit_breaks_the_log(trail: Path) -> None:
+    middle = chain(trail, EVENTS)[3]
+    loose_path(trail, middle).unlink()
+    code, doc = verify(trail)
+    assert code == 6
+    missing = next(p for p in doc["problems"] if p["kind"] == "missing-object")
+    assert missing["where"] == middle
+
+
+def test_damage_in_one_task_does_not_stop_the_others(trail: Path) -> None:
+    build_trail(trail, "u")
+    garbage = git(trail, "hash-object", "-w", "--stdin", input="not a commit")
+    git(trail, "update-ref", CKPTS, garbage)
+    evil = {"v": 1, "id": "X\nerror: forged line\x1b[2J", "seq": 1, "ts": "", "task": "t\n"}
+    evil["type"] = "tool.call"
+    lines = ["{not json", '{"a":' * 5000, json.dumps(evil)]
+    forged = write_commit(trail, EMPTY_TREE, [], "x\n\n" + "\n".join(lines) + "\n")
+    git(trail, "update-ref", EVENTS, forged)
+    code, doc = verify(trail)
+    assert code == 6
+    t_kinds = {p["kind"] for p in doc["problems"] if p["task"] == "t"}
+    assert "missing-object" in t_kinds or "unreadable" in t_kinds or "ref-damaged" in t_kinds
+    assert "event-malformed" in t_kinds
+    assert not [p for p in doc["problems"] if p["task"] == "u"]
+    assert "event-wrong-task" in t_kinds
+    text = ckpt(trail, "verify", ok=False).stdout
+    assert "Traceback" not in text
+    assert not [line for line in text.splitlines() if line.startswith("error: forged")]
+    assert "\x1b" not in text and "X\\x0aerror: forged line\\x1b[2J" in text
+
+
+def test_an_old_log_without_digests_is_said_not_failed(trail: Path) -> None:
+    def strip(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(tree, m.split("\n\nLog-Digest: ")[0] + "\n") for tree, m in items]
+
+    rebuild_log(trail, EVENTS, strip)
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert kinds(doc, "info") == {"log-undigested"}
+
+
+def test_unknown_task_and_text_output(trail: Path) -> None:
+    assert ckpt(trail, "verify", "nope", ok=False).exit_code == 3
+    git(trail, "update-ref", CKPTS, git(trail, "rev-parse", CKPTS + "~1"))
+    out = ckpt(trail, "verify", ok=False)
+    assert out.exit_code == 6
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("error: task t: ref-moved-back at ")
+    assert lines[-1].startswith("verify FAILED: 1 task(s), 1 error(s)")
+
+
+def test_every_problem_kind_is_documented() -> None:
+    from git_agentckpt.audit.problems import KINDS
+
+    man = (Path(__file__).resolve().parent.parent / "man" / "git-ckpt.1").read_text()
+    for kind in KINDS:
+        assert f".B {kind}\n" in man, kind

@@ -1,0 +1,172 @@
+"""`git ckpt verify` across clones: shared trails pass, rollbacks are caught only by a copy
+kept elsewhere (the fetch mirror, `--against REMOTE`, the witness file), bare repositories
+and a real pre-receive hook calling `api.verify_pushed` on quarantined objects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import ckpt, ckpt_json, remote_and_clones
+from verify_attacks import build_trail, kinds, raw_commit, verify, write_commit
+
+from git_agentckpt.audit.witness import load, witness_path
+from git_agentckpt.git.repo import GitRepo
+
+EVENTS = "refs/agent/events/t"
+CKPTS = "refs/agent/checkpoints/t"
+
+
+def test_shared_and_diverged_trails_pass(tmp_path: Path) -> None:
+    """Union merges of logs and a diverged checkpoint chain are not tampering."""
+    remote, a, b = remote_and_clones(tmp_path)
+    build_trail(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    ckpt(a, "event", "t", "--type", "note", "--json", '{"from": "a"}')
+    ckpt(b, "event", "t", "--type", "note", "--json", '{"from": "b"}')
+    (a / "a.txt").write_text("a\n")
+    (b / "b.txt").write_text("b\n")
+    ckpt(a, "create", "-t", "t", "-m", "from a")
+    ckpt(a, "push")
+    ckpt(b, "create", "-t", "t", "-m", "from b")
+    assert ckpt(b, "push", ok=False).exit_code == 5  # the chains diverged: kept apart
+    ckpt(a, "fetch")
+    for clone in (a, b):
+        code, doc = verify(clone, "--against", "origin")
+        assert code == 0, (clone.name, doc["problems"])
+        assert kinds(doc) == set()
+    code, doc = verify(b)
+    assert {p["kind"] for p in doc["problems"]} <= {"committed-elsewhere", "diverged"}
+    code, doc = verify(remote)  # the bare server holds a's chain and both logs
+    assert code == 0, doc["problems"]
+    assert doc["checked"]["checkpoints"] == 5
+
+
+def test_tampering_in_a_bare_repository(tmp_path: Path) -> None:
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    ckpt(a, "push")
+    assert verify(remote)[0] == 0
+    git(remote, "update-ref", CKPTS, git(remote, "rev-parse", CKPTS + "~1"))
+    code, doc = verify(remote)
+    assert code == 6 and "ref-moved-back" in kinds(doc)
+
+
+def test_truncation_after_a_fetch_is_caught_by_the_mirror(tmp_path: Path) -> None:
+    _, a, b = remote_and_clones(tmp_path)
+    build_trail(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    assert verify(b)[0] == 0
+    git(b, "update-ref", EVENTS, git(b, "rev-parse", EVENTS + "~1"))  # drop the last event
+    code, doc = verify(b)
+    assert code == 6
+    rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
+    assert rolled["where"] == EVENTS and "fetched from origin" in rolled["detail"]
+
+
+def test_whole_store_rollback_needs_a_copy_kept_elsewhere(tmp_path: Path) -> None:
+    _, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    ckpt(a, "push")
+    backup = tmp_path / "backup.git"
+    shutil.copytree(a / ".git", backup, symlinks=True)
+    (a / "later.txt").write_text("later work\n")
+    ckpt(a, "create", "-t", "t", "-m", "three")
+    ckpt(a, "event", "t", "--type", "tool.call", "--json", '{"n": 100}')
+    ckpt(a, "push")
+    recorded = load(witness_path(GitRepo.discover(str(a))))
+    assert recorded is not None and recorded[EVENTS]["tip"] == git(a, "rev-parse", EVENTS)
+    shutil.rmtree(a / ".git")
+    shutil.copytree(backup, a / ".git", symlinks=True)  # the whole store, mirrors and all
+
+    # inside the store everything is consistent: nothing can see it
+    code, doc = verify(a, "--witness", str(tmp_path / "no-witness.json"))
+    assert code == 0, doc["problems"]
+    # the remote still has what was pushed
+    code, doc = verify(a, "--against", "origin", "--witness", str(tmp_path / "none.json"))
+    assert code == 6
+    rolled = {p["where"] for p in doc["problems"] if p["kind"] == "rolled-back"}
+    assert {EVENTS, CKPTS, "refs/notes/agent/state"} <= rolled
+    # and so does the witness file push wrote (default place, outside the repository)
+    code, doc = verify(a)
+    assert code == 6
+    details = [p["detail"] for p in doc["problems"] if p["kind"] == "rolled-back"]
+    assert any("the witness file recorded event #" in d for d in details)
+    assert any(d.startswith("the witness file had ") for d in details)
+
+
+def _install_verifying_pre_receive(remote: Path) -> None:
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c '\n"
+        "import sys\n"
+        "from git_agentckpt.api import verify_pushed\n"
+        "updates = [tuple(line.split()) for line in sys.stdin if line.strip()]\n"
+        'report = verify_pushed(".", updates)\n'
+        "for line in report.lines(): print(line, file=sys.stderr)\n"
+        "sys.exit(0 if report.ok else 1)\n'\n"
+    )
+    hook.chmod(0o755)
+
+
+def test_pre_receive_verifies_quarantined_objects(tmp_path: Path) -> None:
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    _install_verifying_pre_receive(remote)
+    build_trail(a)
+    pushed = ckpt_json(a, "push")  # objects arrive in quarantine: read there, accepted
+    assert not any(p["flag"] == "!" for p in pushed["pushed"])
+    assert git(remote, "rev-parse", CKPTS) == git(a, "rev-parse", CKPTS)
+    # a checkpoint forged with plumbing on top of the tip: no prepare event
+    tip = git(a, "rev-parse", CKPTS)
+    head, message = raw_commit(a, tip)
+    tree = head.split("\n", 1)[0].split()[1]
+    forged = write_commit(a, tree, [tip], message.replace("Seq: 4", "Seq: 5"))
+    git(a, "update-ref", CKPTS, forged)
+    proc = subprocess.run(
+        ["git", "push", "origin", f"{CKPTS}:{CKPTS}"], cwd=a, capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert f"checkpoint-unprepared at {forged}" in proc.stderr
+    assert "missing-object" not in proc.stderr  # the quarantined commit was read
+    assert git(remote, "rev-parse", CKPTS) == tip
+
+
+def test_verify_pushed_without_quarantine_sees_objects_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same objects, kept in a separate object directory named by the environment
+    (as git does during pre-receive), are found only through it."""
+    from git_agentckpt.api import verify_pushed
+
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    quarantine = tmp_path / "incoming"
+    quarantine.mkdir()
+    pack = subprocess.run(
+        ["git", "pack-objects", "--revs", "--stdout"],
+        cwd=a,
+        input=f"{CKPTS}\n{EVENTS}\nrefs/notes/agent/state\n".encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    env = {**os.environ, "GIT_OBJECT_DIRECTORY": str(quarantine)}
+    env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(remote / "objects")
+    subprocess.run(["git", "unpack-objects", "-q"], cwd=remote, input=pack, env=env, check=True)
+    zero = "0" * 40
+    updates = [(zero, git(a, "rev-parse", r), r) for r in (CKPTS, EVENTS, "refs/notes/agent/state")]
+    blind = verify_pushed(str(remote), updates)
+    assert not blind.ok and "missing-object" in {p.kind for p in blind.problems}
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(quarantine))
+    monkeypatch.setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(remote / "objects"))
+    seen = verify_pushed(str(remote), updates)
+    assert seen.ok, seen.lines()
+    assert seen.tasks == ["t"] and seen.checked["checkpoints"] == 4
+    assert json.loads(json.dumps(seen.to_json()))["ok"] is True
