@@ -10,15 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import BIN_DIR, ckpt, remote_and_clones, write
+from push_helpers import run_git, tampered_task
 
 # Fake secrets, put together here so that no scanner trips over this file.
 GITHUB_TOKEN = "ghp_" + "Ab1" * 12
 AWS_KEY = "AKIA" + "IOSFODNN7" + "EXAMPLE"
-
-
-def run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture
@@ -174,3 +170,22 @@ def test_a_users_pre_push_is_chained_and_no_verify_skips_both(clone: tuple[Path,
     assert forced.returncode == 0 and git(remote, "rev-parse", "main") == made
     ckpt(a, "hooks", "uninstall")
     assert "user policy" in hook.read_text()
+
+
+def test_a_trail_verify_rejects_is_refused_before_it_leaves(
+    clone: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote, a = clone
+    with monkeypatch.context() as m:
+        m.setenv("GIT_CKPT_HOOK_BYPASS", "1")  # past this clone's reference-transaction guard
+        tampered_task(a)
+    pushed = run_git(a, "push", "origin", "refs/agent/events/u:refs/agent/events/u")
+    assert pushed.returncode != 0
+    assert "git ckpt: refused push to origin: `git ckpt verify` rejects the trail" in pushed.stderr
+    assert "git ckpt:   error: task u: " in pushed.stderr, pushed.stderr
+    assert "fix: run `git ckpt verify` and repair the trail before pushing" in pushed.stderr
+    assert not remote_has(remote, "refs/agent/events/u")
+    # an honest task pushes
+    ckpt(a, "task", "start", "fine", "--goal", "g")
+    ok = run_git(a, "push", "origin", "refs/agent/events/fine:refs/agent/events/fine")
+    assert ok.returncode == 0, ok.stderr

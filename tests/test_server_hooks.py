@@ -16,17 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import git
 from git_daemon import git_daemon
-from helpers import BIN_DIR, ckpt, ckpt_json, write
+from helpers import ckpt, ckpt_json, write
+from push_helpers import run_git, tampered_task
 
 from git_agentckpt.hook_shims import SHIMS
 
 ROOT = Path(__file__).resolve().parent.parent
 HUNG_UP = "remote end hung up"
-
-
-def run_git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ.get("PATH", ""))
-    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture(params=["file", "git-daemon"])
@@ -312,3 +308,20 @@ def test_reading_commands_work_in_the_bare_repository(client: tuple[Path, Path, 
         assert (
             "is a bare repository" in refused.stderr and "read a bare repository" in refused.stderr
         )
+
+
+def test_a_trail_verify_rejects_is_refused_in_full(client: tuple[Path, Path, str]) -> None:
+    repo, remote, _ = client
+    tampered_task(repo)
+    assert ckpt(repo, "verify", "u", ok=False).exit_code == 6
+    pushed = run_git(
+        repo,
+        "push",
+        "--atomic",
+        "origin",
+        "refs/agent/checkpoints/u:refs/agent/checkpoints/u",
+        "refs/agent/events/u:refs/agent/events/u",
+    )
+    assert_refused_in_full(pushed, "refs/agent/checkpoints/u", "error: task u: ")
+    assert "fix: run `git ckpt verify` in your clone" in pushed.stderr
+    assert run_git(remote, "rev-parse", "--verify", "-q", "refs/agent/events/u").returncode != 0
