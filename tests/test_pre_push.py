@@ -189,3 +189,28 @@ def test_a_trail_verify_rejects_is_refused_before_it_leaves(
     ckpt(a, "task", "start", "fine", "--goal", "g")
     ok = run_git(a, "push", "origin", "refs/agent/events/fine:refs/agent/events/fine")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_secret_cut_by_a_chunk_boundary_is_found_on_its_line(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blobs are read in chunks (a large one streamed on its own): a secret that straddles
+    two chunks is found, on the right line, whichever way the blob was read."""
+    from git_agentckpt.audit.prepush import check_push
+    from git_agentckpt.git import outgoing
+    from git_agentckpt.git.repo import GitRepo
+
+    monkeypatch.setattr(outgoing, "CHUNK", 4096)
+    monkeypatch.setattr(outgoing, "BATCH_BYTES", 10_000)
+    filler = "x = 1\n" * 680  # 4080 bytes: the token starts 16 bytes before a chunk's end
+    write(repo / "streamed.txt", filler + f"k {GITHUB_TOKEN}\n" + "y = 2\n" * 3000)
+    write(repo / "batched.txt", filler + f"k {AWS_KEY}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "big")
+    head = git(repo, "rev-parse", "HEAD")
+    result = check_push(
+        GitRepo.discover(str(repo)), "nowhere", [("HEAD", head, "refs/heads/main", "0" * 40)]
+    )
+    found = {(f.path, f.line, f.rule) for f in result.findings}
+    assert found == {("streamed.txt", 681, "github-token"), ("batched.txt", 681, "aws-key")}
+    assert all(f.commit == head for f in result.findings)

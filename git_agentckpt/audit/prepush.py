@@ -21,14 +21,12 @@ or the commit), the line, and the rule, never the secret itself.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from git_agentckpt.git.outgoing import OutObject, objects_to_send, read_objects
+from git_agentckpt.git.outgoing import OutObject, commits_bringing, objects_to_send, read_objects
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.run import run_git
 from git_agentckpt.git.transport import remote_key
 from git_agentckpt.redact import Redactor, default_redactor
 from git_agentckpt.store.guard import ZERO
@@ -39,7 +37,6 @@ DEFAULT_BINARY_LIMIT = 4 << 20
 BINARY_SNIFF = 8000
 OVERLAP = 4096  # bytes carried from one chunk to the next: a secret cut in two is found
 MAX_SHOWN = 20
-_HEX40 = re.compile(r"[0-9a-f]{40}\Z")
 
 # (local ref, local sha, remote ref, remote sha) per ref of the push
 PushLine = tuple[str, str, str, str]
@@ -136,11 +133,13 @@ def check_push(
     limit = _binary_limit(repo)
     r = redactor or default_redactor()
     wanted = {o.id: o for o in objects if o.type in ("blob", "commit", "tag")}
-    for oid, chunks in read_objects(repo, list(wanted)):
+    for oid, chunks in read_objects(repo, list(wanted.values())):
         obj = wanted[oid]
         for rule, line in _scan(obj, chunks, r, limit, result):
             result.findings.append(Finding(obj.id, obj.type, obj.path, line, rule))
-    result.findings = [_with_commit(repo, f, tips, exclude) for f in result.findings]
+    shown = {f.object for f in result.findings[:MAX_SHOWN] if f.type == "blob"}
+    brought = commits_bringing(repo, shown, tips, exclude)
+    result.findings = [replace(f, commit=brought.get(f.object)) for f in result.findings]
     tasks = _pushed_tasks(pushed)
     if verify is not None and tasks:
         result.trail = verify(repo, tasks)
@@ -198,31 +197,6 @@ def _scan(
         keep = buf[-OVERLAP:]
         lines_before += buf[: len(buf) - len(keep)].count(b"\n")
         tail = keep
-
-
-def _with_commit(repo: GitRepo, f: Finding, tips: list[str], exclude: list[str]) -> Finding:
-    """A blob finding with the pushed commit that brings the blob in (the oldest pushed
-    commit whose change, against its first parent, adds or removes it)."""
-    if f.type != "blob":
-        return f
-    proc = run_git(
-        [
-            "log",
-            "--format=%H",
-            "--no-patch",  # ids only: a patch would print the secret
-            "--diff-merges=first-parent",  # a checkpoint that took the user's HEAD is a merge
-            f"--find-object={f.object}",
-            *tips,
-            "--not",
-            *exclude,
-            "--",
-        ],
-        cwd=repo.workdir,
-        check=False,
-    )
-    found = [x for x in proc.stdout.decode("ascii", "replace").split() if _HEX40.match(x)]
-    commit = found[-1] if found else None  # the oldest: the one that brought it in
-    return Finding(f.object, f.type, f.path, f.line, f.rule, commit)
 
 
 def _pushed_tasks(pushed: Iterable[PushLine]) -> list[str]:

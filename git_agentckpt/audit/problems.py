@@ -20,6 +20,7 @@ def printable(text: str, limit: int = 300) -> str:
     out = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
+
 # Every kind verify names, with what it means (the man page lists the same).
 KINDS: dict[str, str] = {
     "missing-object": "a commit, tree, blob or note the trail needs is not stored",

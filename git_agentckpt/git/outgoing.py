@@ -20,6 +20,7 @@ from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import env_for, error_lines, run_git
 
 CHUNK = 1 << 20
+BATCH_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,52 @@ def objects_to_send(repo: GitRepo, tips: Sequence[str], exclude: Sequence[str]) 
     return out
 
 
-def read_objects(repo: GitRepo, ids: Sequence[str]) -> Iterator[tuple[str, Iterator[bytes]]]:
-    """(id, its content in chunks of at most CHUNK bytes) for each of `ids`, in order.
-    A caller may stop reading an object's chunks early: the rest is skipped."""
+def read_objects(
+    repo: GitRepo, objects: Sequence[OutObject]
+) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """(id, its content in chunks of at most CHUNK bytes) for each of `objects`, in order.
+    A caller may stop reading an object's chunks early: the rest is skipped.
+
+    Objects are read by batches of up to BATCH_BYTES through one `git cat-file --batch`
+    each, whole (reading a pipe object by object, as git writes it, costs a round trip
+    between the two processes per object: 0.8 s instead of 0.03 s for 1,300 blobs);
+    an object larger than that is streamed on its own."""
+    batch: list[OutObject] = []
+    size = 0
+    for obj in [*objects, None]:
+        full = obj is None or obj.size > BATCH_BYTES or size + obj.size > BATCH_BYTES
+        if batch and full:
+            yield from _read_batch(repo, [o.id for o in batch])
+            batch, size = [], 0
+        if obj is not None and obj.size > BATCH_BYTES:
+            yield from _stream(repo, [obj.id])
+        elif obj is not None:
+            batch.append(obj)
+            size += obj.size
+
+
+def _read_batch(repo: GitRepo, ids: Sequence[str]) -> Iterator[tuple[str, Iterator[bytes]]]:
+    out = run_git(
+        ["cat-file", "--batch=%(objectname) %(objectsize)"],
+        cwd=repo.workdir,
+        input="".join(i + "\n" for i in ids).encode(),
+    ).stdout
+    at = 0
+    for _ in ids:
+        end = out.index(b"\n", at)
+        header = out[at:end].decode("ascii", "replace").split()
+        if len(header) != 2:
+            raise OperationFailed(f"git cat-file --batch failed: {' '.join(header)}")
+        size = int(header[1])
+        start = end + 1
+        yield (
+            header[0],
+            (out[i : min(i + CHUNK, start + size)] for i in range(start, start + size, CHUNK)),
+        )
+        at = start + size + 1
+
+
+def _stream(repo: GitRepo, ids: Sequence[str]) -> Iterator[tuple[str, Iterator[bytes]]]:
     if not ids:
         return
     try:
@@ -110,3 +154,50 @@ def _chunks(stream: IO[bytes], left: list[int]) -> Iterator[bytes]:
             raise OperationFailed("git cat-file --batch ended in the middle of an object")
         left[0] -= len(data)
         yield data
+
+
+def commits_bringing(
+    repo: GitRepo, blobs: set[str], tips: Sequence[str], exclude: Sequence[str]
+) -> dict[str, str]:
+    """For each of `blobs`, the oldest commit among those pushed (`tips` not `exclude`)
+    whose change against its first parent writes it: one `git log --raw` pass, read as
+    git writes it (ids and paths only, never a patch)."""
+    if not blobs or not tips:
+        return {}
+    args = [
+        "log",
+        "--format=%x01%H",
+        "--raw",
+        "--no-abbrev",
+        "--no-renames",
+        "--diff-merges=first-parent",  # a checkpoint that took the user's HEAD is a merge
+        *tips,
+        "--not",
+        *exclude,
+        "--",
+    ]
+    try:
+        proc = subprocess.Popen(
+            ["git", *args],
+            cwd=repo.workdir,
+            env=env_for(repo.workdir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except FileNotFoundError as exc:
+        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    assert proc.stdout is not None
+    found: dict[str, str] = {}
+    commit = ""
+    with proc.stdout:
+        for raw in proc.stdout:
+            if raw.startswith(b"\x01"):
+                commit = raw[1:].strip().decode("ascii", "replace")
+            elif raw.startswith(b":"):
+                fields = raw.split(b"\t", 1)[0].split()
+                if len(fields) >= 4:
+                    new = fields[3].decode("ascii", "replace")
+                    if new in blobs:
+                        found[new] = commit  # newest first: the last one seen is the oldest
+    proc.wait()
+    return found
