@@ -83,8 +83,7 @@ def run_pre_receive(stdin_text: str, cwd: str = ".", verify: Verifier | None = N
         return 1
     if not refusals:
         return 0
-    others = len([u for u in updates if u not in agent_updates(updates)])
-    _say(refusal_lines(refusals, others))
+    _say(refusal_lines(refusals, len(updates) - len(agent_updates(updates))))
     return 1
 
 
