@@ -214,3 +214,18 @@ def test_a_secret_cut_by_a_chunk_boundary_is_found_on_its_line(
     found = {(f.path, f.line, f.rule) for f in result.findings}
     assert found == {("streamed.txt", 681, "github-token"), ("batched.txt", 681, "aws-key")}
     assert all(f.commit == head for f in result.findings)
+
+
+def test_paths_under_scan_skip_are_left_out_and_counted(clone: tuple[Path, Path]) -> None:
+    remote, a = clone
+    git(a, "config", "--add", "ckpt.scanSkip", "tests/fixtures/**")
+    git(a, "config", "--add", "ckpt.scanSkip", "*.golden")
+    commit(a, "tests/fixtures/tokens.txt", f"fake: {GITHUB_TOKEN}\n")
+    made = commit(a, "out.golden", f"{AWS_KEY}\n")
+    pushed = run_git(a, "push", "origin", "HEAD:main")
+    assert pushed.returncode == 0, pushed.stderr
+    assert "; 2 blob(s) left out by ckpt.scanSkip" in pushed.stderr
+    assert git(remote, "rev-parse", "main") == made
+    commit(a, "src/real.py", f"KEY = '{GITHUB_TOKEN}'\n")  # elsewhere: still scanned
+    refused = run_git(a, "push", "origin", "HEAD:main")
+    assert refused.returncode != 0 and "src/real.py" in refused.stderr

@@ -11,7 +11,10 @@ to push (`<local ref> <local sha> <remote ref> <remote sha>`). `check_push`:
    (`redact.Redactor.findings`: vendor token shapes, private keys, `NAME=value`
    assignments of secret-looking names, the values of secret-named environment
    variables), in chunks of 1 MiB; a binary blob (a NUL byte in its first 8000 bytes)
-   above `ckpt.scanBinaryLimit` bytes (default 4 MiB) is skipped, and named;
+   above `ckpt.scanBinaryLimit` bytes (default 4 MiB) is skipped, and named; blobs at
+   paths that match a `ckpt.scanSkip` glob (git config, multi-valued: test fixtures
+   full of fake tokens) are left out, and counted (a blob is judged by the first path
+   `git rev-list --objects` gives it);
 3. checks the agent trail the push carries with `git ckpt verify` (the tasks whose
    `refs/agent/*` refs are pushed).
 
@@ -25,9 +28,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
-from git_agentckpt.git.outgoing import OutObject, commits_bringing, objects_to_send, read_objects
+from git_agentckpt.git.outgoing import (
+    OutObject,
+    commits_bringing,
+    config_values,
+    objects_to_send,
+    read_objects,
+)
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.transport import remote_key
+from git_agentckpt.globs import match_any
 from git_agentckpt.redact import Redactor, default_redactor
 from git_agentckpt.store.guard import ZERO
 from git_agentckpt.store.refs import CHECKPOINTS, EVENTS
@@ -73,6 +83,7 @@ class PushCheck:
     findings: list[Finding] = field(default_factory=list)
     skipped: list[OutObject] = field(default_factory=list)
     trail: list[str] = field(default_factory=list)
+    left_out: int = 0  # blobs at paths `ckpt.scanSkip` names
 
     @property
     def refused(self) -> bool:
@@ -81,7 +92,11 @@ class PushCheck:
     def cost(self) -> str:
         mb = self.scanned_bytes / 1e6
         per = f", {self.seconds * 1000 / mb:.1f} ms/MB" if mb >= 0.01 else ""
-        return f"scanned {self.objects} objects ({mb:.2f} MB) in {self.seconds * 1000:.0f} ms{per}"
+        skipped = f"; {self.left_out} blob(s) left out by ckpt.scanSkip" if self.left_out else ""
+        return (
+            f"scanned {self.objects} objects ({mb:.2f} MB) in "
+            f"{self.seconds * 1000:.0f} ms{per}{skipped}"
+        )
 
     def lines(self) -> list[str]:
         """What the hook says on stderr (nothing for a clean push without skipped blobs)."""
@@ -112,7 +127,7 @@ class PushCheck:
             )
         if self.trail:
             out.append(f"{PREFIX}fix: run `git ckpt verify` and repair the trail before pushing")
-        if self.refused or self.skipped:
+        if self.refused or self.skipped or self.left_out:
             out.append(f"{PREFIX}pre-push {self.cost()}")
         return out
 
@@ -132,7 +147,13 @@ def check_push(
     result.objects = len(objects)
     limit = _binary_limit(repo)
     r = redactor or default_redactor()
-    wanted = {o.id: o for o in objects if o.type in ("blob", "commit", "tag")}
+    skip = config_values(repo, "ckpt.scanSkip")
+    wanted: dict[str, OutObject] = {}
+    for o in objects:
+        if o.type == "blob" and skip and match_any(skip, o.path):
+            result.left_out += 1
+        elif o.type in ("blob", "commit", "tag"):
+            wanted[o.id] = o
     for oid, chunks in read_objects(repo, list(wanted.values())):
         obj = wanted[oid]
         for rule, line in _scan(obj, chunks, r, limit, result):

@@ -201,3 +201,9 @@ def commits_bringing(
                         found[new] = commit  # newest first: the last one seen is the oldest
     proc.wait()
     return found
+
+
+def config_values(repo: GitRepo, key: str) -> list[str]:
+    """Every value of a multi-valued git config key (`git config --get-all`)."""
+    proc = run_git(["config", "--get-all", key], cwd=repo.workdir, check=False)
+    return [v for v in proc.stdout.decode("utf-8", "replace").splitlines() if v.strip()]
