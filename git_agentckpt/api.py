@@ -482,29 +482,13 @@ def verify_pushed(path: str, updates: Sequence[tuple[str, str, str]]) -> VerifyR
     Objects in git's quarantine are read (GIT_OBJECT_DIRECTORY and alternates). Moves
     backwards and deletions are the hook's to refuse (`store/guard.py`); the witness file
     is not read (it is the pusher's, not the server's)."""
-    from git_agentckpt.audit.remote_check import task_of
-    from git_agentckpt.audit.verify import verify_trail
+    from git_agentckpt.audit.verify import verify_tips
     from git_agentckpt.git.repo import GitRepo
 
     repo = GitRepo.discover(path, allow_bare=True)
     repo.add_object_dirs_from_env()
-    from git_agentckpt.audit.problems import VerifyReport
-    from git_agentckpt.store.refs import CHECKPOINTS, EVENTS
-
     tips = {ref: (None if new.strip("0") == "" else new) for _old, new, ref in updates}
-    if not any(ref.startswith(("refs/agent/", "refs/notes/agent/")) for ref in tips):
-        return VerifyReport()
-    touched = sorted({t for ref in tips if (t := task_of(ref)) is not None})
-
-    def remains(task: str) -> bool:
-        refs = (CHECKPOINTS + task, EVENTS + task)
-        return any((tips[r] if r in tips else repo.read_ref(r)) is not None for r in refs)
-
-    # a push of notes only touches every task: all are checked (an empty list)
-    tasks = [t for t in touched if remains(t)]
-    if touched and not tasks:
-        return VerifyReport()
-    return verify_trail(repo, tasks, tips=tips, use_witness=False)
+    return verify_tips(repo, tips)
 
 
 def install_hooks(path: str = ".", server: bool = False) -> list[str]:

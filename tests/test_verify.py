@@ -8,12 +8,13 @@ repository would, never through the tool.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import ckpt, real_ckpt
+from helpers import BIN_DIR, ckpt, real_ckpt
 from verify_attacks import (
     EMPTY_TREE,
     build_trail,
@@ -282,3 +283,104 @@ def test_every_problem_kind_is_documented() -> None:
     man = (Path(__file__).resolve().parent.parent / "man" / "git-ckpt.1").read_text()
     for kind in KINDS:
         assert f".B {kind}\n" in man, kind
+
+
+def test_deleted_refs(trail: Path) -> None:
+    tip = git(trail, "rev-parse", CKPTS)
+    git(trail, "update-ref", "-d", CKPTS)
+    code, doc = verify(trail)
+    assert code == 6
+    gone = [p for p in doc["problems"] if p["kind"] == "checkpoint-unreachable"]
+    assert len(gone) == 4 and tip in {p["where"] for p in gone}  # all four checkpoints
+    assert all("deleted" in p["detail"] for p in gone)
+    git(trail, "update-ref", CKPTS, tip)
+    git(trail, "update-ref", "-d", EVENTS)
+    code, doc = verify(trail)
+    assert code == 6 and kinds(doc) == {"checkpoint-unprepared", "claim-unbacked"}
+
+
+def test_forged_union_merge_is_caught(trail: Path) -> None:
+    """A fake merge commit (another clone's events, supposedly) carrying an invented event,
+    with a valid Log-Digest: its second parent's log does not hold that event."""
+    tip = git(trail, "rev-parse", EVENTS)
+    _, tip_message = raw_commit(trail, tip)
+    forged = {"v": 1, "id": "01JZZZZZZZZZZZZZZZZZZZZZZY", "seq": 3, "ts": "2026-01-01T00:00:00Z"}
+    forged.update(task="t", type="step.end", actor={}, links={"step": "s2"})
+    body = "merge 1 event(s) from elsewhere\n\n" + json.dumps(forged, sort_keys=True) + "\n"
+    other = git(trail, "rev-parse", EVENTS + "~3")
+    merge = write_commit(trail, EMPTY_TREE, [tip, other], with_digest(body, tip_message))
+    git(trail, "update-ref", EVENTS, merge)
+    code, doc = verify(trail)
+    assert code == 6
+    assert kinds(doc) == {"merge-unbacked"}
+    assert next(p for p in doc["problems"] if p["kind"] == "merge-unbacked")["where"].startswith(
+        merge[:12]
+    )
+
+
+def test_a_resumed_task_passes_and_its_reports_are_checked(trail: Path) -> None:
+    resumed = ckpt(trail, "resume", "t", ok=False)
+    assert resumed.exit_code == 0, resumed.output
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert doc["checked"]["report commits"] >= 1 and doc["checked"]["checkpoints"] == 5
+    report = git(trail, "rev-parse", "refs/agent/reports/t")
+    rewrite_in_place(trail, report, b"committer ", b"committer X")
+    code, doc = verify(trail)
+    assert code == 6
+    assert {p["where"] for p in doc["problems"] if p["kind"] == "object-corrupt"} == {report}
+
+
+@pytest.mark.parametrize("crash", ["checkpoint.objects", "checkpoint.prepare", "checkpoint.ref"])
+def test_a_killed_checkpoint_is_no_tampering(trail: Path, crash: str) -> None:
+    """Killed at each step of the write-ahead order: never an error (at worst a missing
+    commit event, a warning, which resume rolls forward)."""
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": crash}
+    killed = subprocess.run(
+        [os.path.join(BIN_DIR, "git-ckpt"), "create", "-t", "t", "--light", "-m", "killed"],
+        cwd=trail,
+        env=env,
+        capture_output=True,
+    )
+    assert killed.returncode == -9
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    expected = {"commit-event-missing"} if crash == "checkpoint.ref" else set()
+    assert kinds(doc, "warning") == expected
+    assert ckpt(trail, "resume", "t", ok=False).exit_code == 0
+    code, doc = verify(trail)
+    assert code == 0 and kinds(doc, "warning") == set(), doc["problems"]
+
+
+def test_a_payload_stored_apart_must_be_present(trail: Path) -> None:
+    big = "a long line of tool output\n" * 4000  # above 64 KiB: a blob of the event commit
+    ckpt(trail, "event", "t", "--type", "tool.call", "--json", json.dumps({"output": big}))
+    assert verify(trail)[0] == 0
+    tip = git(trail, "rev-parse", EVENTS)
+    blob = git(trail, "ls-tree", tip).split()[2]
+    loose_path(trail, blob).unlink()
+    code, doc = verify(trail)
+    assert code == 6
+    lost = next(p for p in doc["problems"] if p["kind"] == "missing-object")
+    assert lost["where"] == tip and blob[:12] in lost["detail"]
+
+
+def test_failed_and_retried_steps_pass(trail: Path) -> None:
+    ckpt(trail, "step", "start", "t", "s2")
+    ckpt(trail, "step", "fail", "t", "s2", "--output", '{"why": "flaky"}')
+    ckpt(trail, "step", "start", "t", "s2")
+    (trail / "t-c.txt").write_text("third\n")
+    ckpt(trail, "step", "done", "t", "s2")
+    code, doc = verify(trail)
+    assert code == 0, doc["problems"]
+    assert doc["problems"] == []
+
+
+def test_a_flood_of_bad_lines_is_counted_not_listed(trail: Path) -> None:
+    tip = git(trail, "rev-parse", EVENTS)
+    flood = "\n".join(json.dumps({"v": 2, "n": i}) for i in range(5000))
+    git(trail, "update-ref", EVENTS, write_commit(trail, EMPTY_TREE, [tip], f"x\n\n{flood}\n"))
+    code, doc = verify(trail)
+    assert code == 6
+    bad = [p for p in doc["problems"] if p["kind"] == "event-malformed"]
+    assert len(bad) == 21 and bad[-1]["detail"] == "4980 more problem(s) of this kind"

@@ -38,6 +38,7 @@ def test_shared_and_diverged_trails_pass(tmp_path: Path) -> None:
     ckpt(b, "create", "-t", "t", "-m", "from b")
     assert ckpt(b, "push", ok=False).exit_code == 5  # the chains diverged: kept apart
     ckpt(a, "fetch")
+    assert git(b, "rev-list", "--merges", EVENTS)  # the logs were united by a merge commit
     for clone in (a, b):
         code, doc = verify(clone, "--against", "origin")
         assert code == 0, (clone.name, doc["problems"])
@@ -69,7 +70,7 @@ def test_truncation_after_a_fetch_is_caught_by_the_mirror(tmp_path: Path) -> Non
     code, doc = verify(b)
     assert code == 6
     rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
-    assert rolled["where"] == EVENTS and "fetched from origin" in rolled["detail"]
+    assert rolled["where"] == EVENTS and "fetched from or pushed to origin" in rolled["detail"]
 
 
 def test_whole_store_rollback_needs_a_copy_kept_elsewhere(tmp_path: Path) -> None:
@@ -170,3 +171,32 @@ def test_verify_pushed_without_quarantine_sees_objects_missing(
     assert seen.ok, seen.lines()
     assert seen.tasks == ["t"] and seen.checked["checkpoints"] == 4
     assert json.loads(json.dumps(seen.to_json()))["ok"] is True
+
+
+def test_against_a_remote_that_is_ahead_says_fetch(tmp_path: Path) -> None:
+    remote, a, b = remote_and_clones(tmp_path)
+    build_trail(a)
+    ckpt(a, "push")
+    ckpt(b, "fetch")
+    ckpt(a, "event", "t", "--type", "tool.call", "--json", '{"n": 5}')
+    ckpt(a, "push")
+    code, doc = verify(b, "--against", "origin")
+    assert code == 6
+    behind = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
+    assert behind["where"] == EVENTS and "git ckpt fetch" in behind["detail"]
+    ckpt(b, "fetch")
+    assert verify(b, "--against", "origin")[0] == 0
+    assert verify(b, "--against", str(remote))[0] == 0  # a URL works as well as a name
+
+
+def test_truncation_after_a_push_is_caught_by_the_mirror(tmp_path: Path) -> None:
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    ckpt(a, "push")
+    mirrored = git(a, "rev-parse", "refs/ckpt-remotes/origin/agent/events/t")
+    assert mirrored == git(a, "rev-parse", EVENTS) == git(remote, "rev-parse", EVENTS)
+    git(a, "update-ref", EVENTS, EVENTS + "~1")
+    code, doc = verify(a, "--witness", str(tmp_path / "none.json"))  # the mirror alone
+    assert code == 6
+    rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
+    assert rolled["where"] == EVENTS

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from git_agentckpt.audit.per_commit import CommitContext, check_commit
 from git_agentckpt.audit.problems import Problem, read_error_kind
 from git_agentckpt.errors import CkptError
-from git_agentckpt.git.audit_read import RawCommit, first_parent_chain
+from git_agentckpt.git.audit_read import RawCommit, first_parent_chain, missing_objects
+from git_agentckpt.git.repo import EMPTY_TREE
 from git_agentckpt.model import JSON, Event
 from git_agentckpt.store.events import log_digest, split_digest
 
@@ -136,12 +137,48 @@ def _record(ev: Event, pos: int, where: str, merged: bool, scan: LogScan) -> Non
             scan.step_ends.setdefault(step, []).append(pos)
 
 
+def _theirs(
+    ctx: CommitContext, commit: RawCommit, visited: set[str], scan: LogScan
+) -> dict[str, dict[str, JSON]]:
+    """The events of a union merge's other side that it could copy: the first-parent chain
+    of its second parent back to a commit already seen (each commit is walked once)."""
+    out: dict[str, dict[str, JSON]] = {}
+    for other in first_parent_chain(ctx.repo, commit.parents[1]):
+        if other.id in visited:
+            break
+        visited.add(other.id)
+        if other.error is not None:
+            kind = read_error_kind(other.error)
+            scan.problem(kind, other.id, f"merged by {commit.id[:12]}: {other.error}")
+            break
+        if not other.intact:
+            scan.problem("object-corrupt", other.id, "a merged commit does not hash to its id")
+        for ev in _events(other, scan):
+            out.setdefault(ev.id, ev.to_json())
+    return out
+
+
+def _check_merged(
+    commit: RawCommit, events: list[Event], theirs: dict[str, dict[str, JSON]], scan: LogScan
+) -> None:
+    for ev in events:
+        if theirs.get(ev.id) != ev.to_json():
+            scan.problem(
+                "merge-unbacked",
+                f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}",
+                "a union merge carries an event that the log it merged does not hold "
+                "(forged, or changed on the way)",
+            )
+
+
 def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     scan = LogScan(ctx.task, tip)
     if tip is None:
         return scan
     chain = _chain(ctx, tip, scan)
     seen_seq: set[int] = set()
+    visited: set[str] = {c.id for c in chain} if any(len(c.parents) > 1 for c in chain) else set()
+    payloads: set[str] = set()
     pos = 0
     before: str | None = None
     for i, commit in enumerate(chain):
@@ -151,8 +188,16 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         scan.problems.extend(check_commit(ctx, commit, "event"))
         # the oldest commit read chains from nothing only when it is the log's root
         before = _digest(commit, before, bool(i) or not commit.parents, scan)
+        if commit.tree != EMPTY_TREE:  # payloads above 64 KiB, stored apart (store/payloads.py)
+            lost = missing_objects(ctx.repo, commit.tree, None, payloads)
+            if lost:
+                scan.problem("missing-object", commit.id, "stored-apart payload " + lost[0])
         merged = len(commit.parents) > 1
-        for ev in _events(commit, scan):
+        visited.add(commit.id)
+        events = _events(commit, scan)
+        if merged:
+            _check_merged(commit, events, _theirs(ctx, commit, visited, scan), scan)
+        for ev in events:
             pos += 1
             scan.events += 1
             where = f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}"

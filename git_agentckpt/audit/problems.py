@@ -40,6 +40,7 @@ KINDS: dict[str, str] = {
     "log-digest-mismatch": "an event commit's content does not match its Log-Digest",
     "log-digest-missing": "an event commit has no Log-Digest after ones that have it",
     "log-undigested": "events written before Log-Digest existed: bound by git's hash only",
+    "merge-unbacked": "a union merge carries an event the log it merged does not hold",
     "seq-gap": "event numbers skip: events were removed or the log was truncated",
     "seq-out-of-order": "event numbers go back or repeat: events reordered or inserted",
     "note-missing": "a checkpoint has no state note",
@@ -89,6 +90,7 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     checked: dict[str, int] = field(default_factory=dict)  # what was read: counts
     sources: list[str] = field(default_factory=list)  # remote copies compared with
+    _seen: set[Problem] = field(default_factory=set, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -99,8 +101,9 @@ class VerifyReport:
         return [p for p in self.problems if p.severity == "error"]
 
     def add(self, problems: list[Problem]) -> None:
-        for p in problems:
-            if p not in self.problems:
+        for p in problems:  # a set: a hostile log can hold 100k bad lines
+            if p not in self._seen:
+                self._seen.add(p)
                 self.problems.append(p)
 
     def count(self, what: str, n: int = 1) -> None:

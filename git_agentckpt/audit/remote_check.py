@@ -47,6 +47,7 @@ def compare(
     *,
     keep: Callable[[str | None], bool],
     diverge_ok: bool,
+    behind_hint: bool = False,
 ) -> list[Problem]:
     """Problems where a local ref does not contain what `source` says it held."""
     out: list[Problem] = []
@@ -71,7 +72,11 @@ def compare(
                 continue
             lacks = "is not stored here" if not stored else f"is not contained in {mine[:12]}"
             detail = f"{source} had {tip[:12]}, which {lacks}"
-        out.append(Problem(task, "rolled-back", ref, detail + ": history was lost or rewritten"))
+        if not stored and behind_hint:  # a remote may just be ahead of us
+            detail += ": this store was rolled back, or is behind (`git ckpt fetch` brings it)"
+        else:
+            detail += ": history was lost or rewritten"
+        out.append(Problem(task, "rolled-back", ref, detail))
     return out
 
 

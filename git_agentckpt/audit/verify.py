@@ -23,7 +23,7 @@ from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, STATE_NOTES
+from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, REPORTS, STATE_NOTES
 from git_agentckpt.store.share import MIRROR
 
 MAX_PER_KIND = 20  # lines of one kind for one task; the rest are counted in one line
@@ -106,7 +106,20 @@ def _verify_task(
     chain_check.check_claims(walk, scan, done)
     chain_check.check_committed(ctx, walk, scan, tip, _mirror_reach(repo, task))
     report.add(walk.problems)
+    _check_reports(repo, task, refs.value(REPORTS + task), report)
     return scan.last_seq
+
+
+def _check_reports(repo: GitRepo, task: str, tip: str | None, report: VerifyReport) -> None:
+    """Recovery reports: every commit of the history stored, and intact."""
+    for commit in first_parent_chain(repo, tip) if tip else ():
+        report.count("report commits")
+        if commit.error is not None:
+            kind = read_error_kind(commit.error)
+            report.add([Problem(task, kind, commit.id, f"a recovery report: {commit.error}")])
+        elif not commit.intact:
+            detail = "a recovery report commit does not hash to its id"
+            report.add([Problem(task, "object-corrupt", commit.id, detail)])
 
 
 def _capped(problems: list[Problem]) -> list[Problem]:
@@ -155,7 +168,7 @@ def verify_trail(
     for task in report.tasks:
         try:
             last_seq[task] = _verify_task(repo, refs, task, notes, report)
-        except (CkptError, Exception) as exc:  # hostile records: one line, the next task
+        except Exception as exc:  # hostile records: one line, then the next task
             text = exc.one_line() if isinstance(exc, CkptError) else f"{type(exc).__name__}: {exc}"
             report.add([Problem(task, "unreadable", CHECKPOINTS + task, text[:200])])
     _compare_copies(repo, refs, report, last_seq, against, witness_file if use_witness else "")
@@ -177,14 +190,20 @@ def _compare_copies(
         return task is None or task in selected
 
     for key, tips in sorted(remote_check.mirrored_tips(repo).items()):
-        source = f"the copy fetched from {key}"
+        source = f"the copy last fetched from or pushed to {key}"
         report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=True))
     if against is not None:
         theirs = ls_remote(repo, against)
         report.sources.append(f"remote {against}")
         report.add(
             remote_check.compare(
-                repo, refs.value, theirs, f"remote {against}", keep=keep, diverge_ok=True
+                repo,
+                refs.value,
+                theirs,
+                f"remote {against}",
+                keep=keep,
+                diverge_ok=True,
+                behind_hint=True,
             )
         )
     if witness_file == "":
@@ -198,3 +217,19 @@ def _compare_copies(
     source = "the witness file"
     report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=False))
     report.add(remote_check.compare_seq(recorded, last_seq, source))
+
+
+def verify_tips(repo: GitRepo, tips: Mapping[str, str | None]) -> VerifyReport:
+    """The trail as `tips` ({ref: new value, None: deleted}, e.g. a push's) would leave it:
+    the tasks whose refs they name (every task when only notes move; none when no agent ref
+    does). The witness file is not read. The caller adds quarantined objects first
+    (`GitRepo.add_object_dirs_from_env`)."""
+    if not any(ref.startswith(remote_check.AUDITED) for ref in tips):
+        return VerifyReport()
+    refs = RefView(repo, dict(tips))
+    touched = sorted({t for ref in tips if (t := remote_check.task_of(ref)) is not None})
+    remaining = set(_tasks(refs))
+    tasks = [t for t in touched if t in remaining]
+    if touched and not tasks:  # only deletions of tasks: nothing left to verify
+        return VerifyReport()
+    return verify_trail(repo, tasks, tips=tips, use_witness=False)

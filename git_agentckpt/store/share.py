@@ -1,7 +1,8 @@
 """Sharing the audit trail with other clones through any git remote (design section 6).
 
 `fetch` copies the remote's `refs/agent/*` and `refs/notes/agent/*` into a
-mirror, `refs/ckpt-remotes/<remote>/…` (never pushed, force-updated: it only
+mirror, `refs/ckpt-remotes/<remote>/…` (never pushed, force-updated, and set to
+what `push` sent once the remote accepted it: it only
 says what the remote had), then brings each into our refs without losing
 either side, in write-ahead order:
 
@@ -254,7 +255,10 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
             return result
         crash_point("push.merged")
         result.pushed = push_refs(repo, remote, refs, GitMeters() if progress_enabled() else None)
-        return None if any(p.rejected for p in result.pushed) else result
+        if any(p.rejected for p in result.pushed):
+            return None
+        _mirror_pushed(repo, result.mirror, result.pushed)
+        return result
 
     return retry(
         attempt,
@@ -267,3 +271,16 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
             hint="nothing was lost; run `git ckpt push` again",
         ),
     )
+
+
+def _mirror_pushed(repo: GitRepo, mirror: str, pushed: list[PushedRef]) -> None:
+    """After an accepted push the remote holds what we pushed: the mirror says so too, so
+    `verify` compares the trail with the copy last pushed as well as the one last fetched."""
+    for p in pushed:
+        tip = repo.read_ref(p.ref)
+        if tip is not None:
+            repo.update_ref(mirror + p.ref[len("refs/") :], "git ckpt: pushed", _to(tip))
+
+
+def _to(tip: str) -> Callable[[str | None], str]:
+    return lambda _: tip

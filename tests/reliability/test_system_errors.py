@@ -194,6 +194,9 @@ def test_a_read_only_file_system(small_disk: Path) -> None:
     git(repo, "remote", "add", "origin", str(remote))
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
     ckpt(repo, "push")
+    # push left the mirror equal to the remote: drop it, so that fetch has to write
+    for ref in git(repo, "for-each-ref", "--format=%(refname)", "refs/ckpt-remotes/").split():
+        git(repo, "update-ref", "-d", ref)
     before = snapshot(repo)
     problem = _mount("-o", "remount,ro", str(small_disk))
     if problem:
