@@ -140,13 +140,13 @@ def check_push(
     redactor: Redactor | None = None,
 ) -> PushCheck:
     started = time.perf_counter()
-    result = PushCheck(remote)
+    r = redactor or default_redactor()
+    result = PushCheck(r.text(remote))  # as shown: a URL may carry a password
     tips = sorted({local for _, local, _, _ in pushed if local != ZERO})
     exclude = _known_on_remote(repo, remote, pushed)
     objects = objects_to_send(repo, tips, exclude)
     result.objects = len(objects)
     limit = _binary_limit(repo)
-    r = redactor or default_redactor()
     skip = config_values(repo, "ckpt.scanSkip")
     wanted: dict[str, OutObject] = {}
     for o in objects:
