@@ -26,7 +26,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_create import create_ref
-from git_agentckpt.git.run import keep_object_dirs, stream_records, target
+from git_agentckpt.git.run import keep_object_dirs, stream_records, target, untarget
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
 
@@ -124,6 +124,8 @@ class GitRepo:
             self.common_dir = self.git_dir
         if not self.is_bare:  # git run by the tool works on this git dir and work tree too
             target(self.workdir, self.git_dir)
+        else:  # and no object directories an earlier opening added (a hook's quarantine)
+            untarget(self.workdir)
 
     @classmethod
     def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
@@ -147,7 +149,7 @@ class GitRepo:
         found = [os.path.abspath(d) for d in dirs if d and os.path.isdir(d)]
         for d in found:
             self._repo.odb.add_disk_alternate(d)
-        keep_object_dirs(found)  # and git run by the tool (run_git strips the variables)
+        keep_object_dirs(self.workdir, found)  # and git run here (run_git strips the vars)
 
     # -- refs ---------------------------------------------------------------
 
