@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.trust import TrustEntry
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
+    from git_agentckpt.git.repo import GitRepo
     from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
     from git_agentckpt.integrations.importing import ImportResult
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
     from git_agentckpt.store.doctor import DoctorReport
+    from git_agentckpt.store.guard import Update
     from git_agentckpt.store.restoring import RestoreResult as RestoreResult
     from git_agentckpt.store.share import ShareResult as ShareResult
     from git_agentckpt.tick import TickResult
@@ -79,10 +81,12 @@ class Checkpointer(Workspace):
     """The task store of one repository, with resume, checks, the policy and sharing."""
 
     @classmethod
-    def open(cls, path: str = ".") -> Checkpointer:
+    def open(cls, path: str = ".", *, for_reading: bool = False) -> Checkpointer:
+        """The repository at `path`. `for_reading`: a bare repository is opened too (a
+        server's, to audit the trail where it is stored); only reads work there."""
         from git_agentckpt.git.repo import GitRepo
 
-        return cls(GitRepo.discover(path))
+        return cls(GitRepo.discover(path, allow_bare=for_reading))
 
     # -- what the store does, with the contract and the policy taken into account -------
 
@@ -557,20 +561,22 @@ def verify_pushed(path: str, updates: Sequence[tuple[str, str, str]]) -> VerifyR
     return verify_tips(repo, tips)
 
 
-def install_hooks(path: str = ".") -> list[str]:
-    """Install the reference-transaction shim (chaining a hook the user had)."""
+def install_hooks(path: str = ".", server: bool = False) -> list[str]:
+    """Install the client shims (reference-transaction, pre-push), or with `server` the
+    pre-receive shim of a shared repository; a hook the user had is kept and chained."""
     from git_agentckpt import hooks
     from git_agentckpt.git.repo import GitRepo
 
-    return hooks.install(GitRepo.discover(path, allow_bare=True))
+    return hooks.install(GitRepo.discover(path, allow_bare=True), server=server)
 
 
-def uninstall_hooks(path: str = ".") -> list[str]:
-    """Remove the shim and put back a hook it had chained."""
+def uninstall_hooks(path: str = ".", server: bool = False) -> list[str]:
+    """Remove the shims (the client's, or with `server` pre-receive) and put back a hook
+    they had chained."""
     from git_agentckpt import hooks
     from git_agentckpt.git.repo import GitRepo
 
-    return hooks.uninstall(GitRepo.discover(path, allow_bare=True))
+    return hooks.uninstall(GitRepo.discover(path, allow_bare=True), server=server)
 
 
 def hooks_status(path: str = ".") -> dict[str, str]:
@@ -585,9 +591,26 @@ def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
     """The body of a git hook shim (`hooks/`); its exit status."""
     from git_agentckpt import hooks
 
-    if name != "reference-transaction":
-        raise UsageError(f"unknown hook {name!r}")
-    return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
+    if name == "reference-transaction":
+        return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
+    if name == "pre-receive":
+        return hooks.run_pre_receive(stdin_text, cwd, verify=_verify_push_for_hook)
+    if name == "pre-push":
+        return hooks.run_pre_push(list(args), stdin_text, cwd, verify=_verify_tasks_for_hook)
+    raise UsageError(f"unknown hook {name!r}")
+
+
+def _verify_push_for_hook(repo: GitRepo, updates: list[Update]) -> list[tuple[str | None, str]]:
+    """pre-receive: the errors `verify` finds in the tasks a push touches, as it leaves them."""
+    report = verify_pushed(repo.git_dir, [(u.old, u.new, u.ref) for u in updates])
+    return [(p.task, p.one_line()) for p in report.errors]
+
+
+def _verify_tasks_for_hook(repo: GitRepo, tasks: list[str]) -> list[str]:
+    """pre-push: the errors `verify` finds in the tasks a push carries."""
+    from git_agentckpt.audit.verify import verify_trail
+
+    return [p.one_line() for p in verify_trail(repo, tasks).errors]
 
 
 def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:
@@ -598,6 +621,8 @@ def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHo
     from git_agentckpt.integrations.agent_hook import answer
 
     return answer(lambda: Checkpointer.open(path), agent, event, stdin, os.environ)
+
+
 def integrate(
     agent: str, scope: str = "project", path: str = ".", *, remove: bool = False
 ) -> IntegrateResult:

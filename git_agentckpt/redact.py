@@ -217,6 +217,27 @@ class Redactor:
             return s  # no rule can match: skip (and never compile) them
         return _rules()[0].sub(self._rule_sub, s)
 
+    def findings(self, s: str) -> list[tuple[str, int]]:
+        """(rule kind, offset) of each secret in `s`, left as it is: what `text` would
+        replace, for a scan that names what it found (the pre-push hook)."""
+        out: list[tuple[str, int]] = []
+        for m in self._prepass.finditer(s):
+            if not _MARKER_FULL_RE.match(m.group()):
+                out.append((self._known.get(m.group(), "private-key"), m.start()))
+        # the head prefilter pays off on short strings; on a long text it costs as much as
+        # the rules themselves (its case-insensitive words are tried at every position)
+        if len(s) < 4096 and (_HEX_ONLY.match(s) or _RULE_HEADS.search(s) is None):
+            return out
+        pattern, table = _rules()
+        for m in pattern.finditer(s):
+            if m.lastgroup is None:  # an existing marker
+                continue
+            kind = table[m.lastgroup][0]
+            if kind == "assign":
+                kind = "assign:" + _kind_part(_name_before(s, m.start()))
+            out.append((kind, m.start()))
+        return sorted(out, key=lambda f: f[1])
+
     def _key(self, key: str) -> tuple[str, bool]:
         """(redacted key, whether its value is secret), cached.
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from git_agentckpt.cli.common import open_ckpt, parse_params, read_json_arg
+from git_agentckpt.cli.common import open_ckpt, open_reader, parse_params, read_json_arg
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option, short
 from git_agentckpt.errors import BadStateError
@@ -136,7 +136,7 @@ def _load_assertions_file(ctx: click.Context, name: str) -> list[Any]:
 @click.pass_context
 def list_(ctx: click.Context, task: str | None, as_json: bool) -> None:
     """List checkpoints, newest first (of TASK, or of every task)."""
-    items = open_ckpt(ctx).checkpoints(task)
+    items = open_reader(ctx).checkpoints(task)
     if as_json:
         emit_json([c.to_json() for c in items])
         return
@@ -157,7 +157,7 @@ def list_(ctx: click.Context, task: str | None, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, checkpoint: str, as_json: bool) -> None:
     """Show one checkpoint: commit, trailers, task state and assertions."""
-    info = open_ckpt(ctx).show(checkpoint)
+    info = open_reader(ctx).show(checkpoint)
     if as_json:
         emit_json(info)
         return
@@ -216,7 +216,7 @@ def log(
 
     The text output shows each event's inputs, outputs and tokens on a second line,
     long values cut."""
-    ck = open_ckpt(ctx)
+    ck = open_reader(ctx)
     filt = ck.log_filter(task, types, step, since, actor)
     entries = ck.log_entries(task, limit, full, filt)
     out: list[str] = []
@@ -244,7 +244,7 @@ def log(
 @click.pass_context
 def diff(ctx: click.Context, a: str, b: str, as_json: bool) -> None:
     """File changes and task-state changes between checkpoints A and B."""
-    ck = open_ckpt(ctx)
+    ck = open_reader(ctx)
     result = ck.diff(a, b)
     if as_json:
         files = result["files"]

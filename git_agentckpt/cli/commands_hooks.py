@@ -18,19 +18,28 @@ def hooks() -> None:
     """Install the git hooks that guard refs/agent/* (write-ahead order, forward only)."""
 
 
+SERVER_HELP = (
+    "A shared (usually bare) repository: the pre-receive shim, which refuses pushes "
+    "that delete or rewrite the trail."
+)
+
+
 @hooks.command(name="install")
+@click.option("--server", is_flag=True, help=SERVER_HELP)
 @click.pass_context
-def hooks_install(ctx: click.Context) -> None:
-    """Install the reference-transaction shim; keeps and chains an existing hook."""
-    for line in api.install_hooks(root_path(ctx)):
+def hooks_install(ctx: click.Context, server: bool) -> None:
+    """Install the reference-transaction and pre-push shims (--server: pre-receive);
+    keeps and chains an existing hook."""
+    for line in api.install_hooks(root_path(ctx), server=server):
         click.echo(line)
 
 
 @hooks.command(name="uninstall")
+@click.option("--server", is_flag=True, help="Remove the pre-receive shim.")
 @click.pass_context
-def hooks_uninstall(ctx: click.Context) -> None:
-    """Remove the shim and put back a hook it had chained."""
-    for line in api.uninstall_hooks(root_path(ctx)) or ["nothing to remove"]:
+def hooks_uninstall(ctx: click.Context, server: bool) -> None:
+    """Remove the shims (--server: pre-receive) and put back a hook they had chained."""
+    for line in api.uninstall_hooks(root_path(ctx), server=server) or ["nothing to remove"]:
         click.echo(line)
 
 
@@ -48,6 +57,7 @@ def hooks_status(ctx: click.Context, as_json: bool) -> None:
 
 
 AGENT_HOOKS = ("claude-code", "codex")
+GIT_HOOKS = ("reference-transaction", "pre-receive", "pre-push")
 
 
 @cli.command(name="hook", hidden=True)
@@ -68,6 +78,6 @@ def hook(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
         reply = api.agent_hook(name, args[0] if args else "", stdin, root_path(ctx))
         click.echo(reply.text)
         return
-    if name != "reference-transaction":
+    if name not in GIT_HOOKS:
         raise click.UsageError(f"unknown hook {name!r}")
     sys.exit(api.run_hook(name, args, sys.stdin.read(), os.getcwd()))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from git_agentckpt.cli.common import open_ckpt, read_input_text
+from git_agentckpt.cli.common import open_ckpt, open_reader, read_input_text
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.display import escape_control
@@ -207,7 +207,7 @@ def report(
     ctx: click.Context, task: str, report_id: str | None, list_only: bool, as_json: bool
 ) -> None:
     """List TASK's recovery reports, or show one (default: the newest)."""
-    ck = open_ckpt(ctx)
+    ck = open_reader(ctx)
     if list_only:
         rows = ck.reports(task)
         if as_json:

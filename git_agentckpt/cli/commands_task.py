@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from git_agentckpt.cli.commands_ckpt import build_run, run_options
-from git_agentckpt.cli.common import open_ckpt, read_json_arg
+from git_agentckpt.cli.common import open_ckpt, open_reader, read_json_arg
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 
@@ -67,7 +67,7 @@ def task_start(
 @click.pass_context
 def task_show(ctx: click.Context, name: str, as_json: bool) -> None:
     """Show the current state of task NAME (latest checkpoint + later events)."""
-    ck = open_ckpt(ctx)
+    ck = open_reader(ctx)
     state = ck.state(name)
     for claim in ck.suspect_claims(name):
         ck.warnings.append(f"task {name}: suspect state: {claim.one_line()}")
@@ -94,7 +94,7 @@ def task_show(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def task_list(ctx: click.Context, as_json: bool) -> None:
     """List tasks with their status and current step."""
-    rows = open_ckpt(ctx).task_summaries()
+    rows = open_reader(ctx).task_summaries()
     if as_json:
         emit_json(rows)
         return

@@ -24,6 +24,16 @@ def open_ckpt(ctx: click.Context) -> Checkpointer:
     return ck
 
 
+def open_reader(ctx: click.Context) -> Checkpointer:
+    """`open_ckpt` for a command that only reads: a bare repository is fine (a trail is
+    audited where it is stored, on the server)."""
+    from git_agentckpt.api import Checkpointer
+
+    ck = Checkpointer.open(root_path(ctx), for_reading=True)
+    ctx.find_root().meta.setdefault("ckpt.facades", []).append(ck)
+    return ck
+
+
 def root_path(ctx: click.Context) -> str:
     root = ctx.find_root().obj
     return root if isinstance(root, str) else "."

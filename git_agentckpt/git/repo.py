@@ -26,7 +26,7 @@ from git_agentckpt.errors import (
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_create import create_ref
-from git_agentckpt.git.run import stream_records, target
+from git_agentckpt.git.run import keep_object_dirs, stream_records, target, untarget
 from git_agentckpt.git.signing import Identity, commit_signed, signing_of
 from git_agentckpt.git.syserr import last_error_class, system_error, translated
 from git_agentckpt.retry import retry
@@ -108,7 +108,8 @@ class GitRepo:
             raise RepositoryError(
                 f"{repo.path.rstrip('/')} is a bare repository: "
                 "there is no working tree to checkpoint",
-                hint="run git ckpt inside a clone with a working tree",
+                hint="run git ckpt inside a clone with a working tree (list, log, show, "
+                "diff, report, task show|list and verify read a bare repository)",
             )
         assert workdir is not None
         # Snapshots leave out untracked files above this size (`git/large.py`); the
@@ -127,6 +128,8 @@ class GitRepo:
             self.common_dir = self.git_dir
         if not self.is_bare:  # git run by the tool works on this git dir and work tree too
             target(self.workdir, self.git_dir)
+        else:  # and no object directories an earlier opening added (a hook's quarantine)
+            untarget(self.workdir)
 
     @classmethod
     def discover(cls, path: str, *, allow_bare: bool = False) -> GitRepo:
@@ -147,10 +150,11 @@ class GitRepo:
         names in GIT_OBJECT_DIRECTORY / GIT_ALTERNATE_OBJECT_DIRECTORIES: read them too."""
         dirs = [os.environ.get("GIT_OBJECT_DIRECTORY", "")]
         dirs += os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)
-        for d in dirs:
-            if d and os.path.isdir(d):
-                self._repo.odb.add_disk_alternate(os.path.abspath(d))
-                self.extra_object_dirs.append(os.path.abspath(d))
+        found = [os.path.abspath(d) for d in dirs if d and os.path.isdir(d)]
+        for d in found:
+            self._repo.odb.add_disk_alternate(d)
+            self.extra_object_dirs.append(d)
+        keep_object_dirs(self.workdir, found)  # and git run here (run_git strips the vars)
 
     # -- refs ---------------------------------------------------------------
 

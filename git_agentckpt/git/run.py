@@ -45,6 +45,21 @@ def target(workdir: str, git_dir: str) -> None:
     _TARGETS[workdir] = {"GIT_DIR": git_dir, "GIT_WORK_TREE": workdir}
 
 
+def untarget(workdir: str) -> None:
+    """git run in `workdir` finds its repository itself (a bare one: its git dir)."""
+    _TARGETS.pop(workdir, None)
+
+
+def keep_object_dirs(workdir: str, dirs: Sequence[str]) -> None:
+    """git run in `workdir` (by `run_git`) also reads objects from `dirs`, as alternates
+    (read-only): a hook during a push sees the pushed objects in a quarantine directory.
+    Kept per repository: an alternate makes git skip writing an object it finds there,
+    which another repository opened by the same process would then lack."""
+    if dirs:
+        env = _TARGETS.setdefault(workdir, {})
+        env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(dirs)
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
     env["GIT_OPTIONAL_LOCKS"] = "0"

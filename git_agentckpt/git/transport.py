@@ -146,6 +146,9 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
     machine that has not changed for a while (a remote given as a path).
     """
     text = stderr.decode("utf-8", "replace")
+    local_hook = _pre_push_refusal(remote, text)
+    if local_hook is not None:
+        return local_hook
     if any(s in text for s in _UNPACK_FAILED) or any("unpacker error" in p.summary for p in pushed):
         refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
         if refused is not None:
@@ -170,6 +173,9 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
         return None
     if rejected:  # refused by the remote for a reason a retry cannot change (a hook, a guard)
         said = [x.strip() for x in text.splitlines() if x.startswith("remote:")]
+        ours = _ckpt_refusal(remote, said)
+        if ours is not None:
+            return ours
         why = "; ".join(said[-3:]) or _last_error(stderr)
         return OperationFailed(
             f"git push {remote} was refused: {rejected[0].ref} {rejected[0].summary} ({why})",
@@ -178,6 +184,43 @@ def _push_error(remote: str, stderr: bytes, pushed: list[PushedRef]) -> CkptErro
     refused = git_failure(stderr, remote, f"git push {remote} failed", local=False)
     return refused or OperationFailed(
         f"git push {remote} failed: {_last_error(stderr)}", hint=URL_HINT
+    )
+
+
+def _pre_push_refusal(remote: str, text: str) -> CkptError | None:
+    """The refusal of this clone's `git ckpt` pre-push hook (`audit/prepush.py`), on one
+    line: what it found (the first three) and its first fix."""
+    lines = [x.strip() for x in text.splitlines()]
+    if not any(x.startswith("git ckpt: refused push to ") for x in lines):
+        return None
+    found = [x[len("git ckpt:") :].strip() for x in lines if x.startswith("git ckpt:   ")]
+    fixes = [x[len("git ckpt: ") :] for x in lines if x.startswith("git ckpt: fix: ")]
+    heads = [x[len("git ckpt: refused push to ") :] for x in lines if "refused push to" in x]
+    more = [f"and {len(found) - 3} more"] if len(found) > 3 else []
+    return OperationFailed(
+        f"git push {remote} was refused by this clone's pre-push hook: "
+        + "; ".join(heads[:1] + found[:3] + more),
+        hint=fixes[0] if fixes else "see `git push` for the details",
+    )
+
+
+def _ckpt_refusal(remote: str, said: list[str]) -> CkptError | None:
+    """The refusal of a server's `git ckpt` pre-receive hook (`audit/receive.py`), on one
+    line: the refused refs with their reasons, and the first fix it gave."""
+    ours = [
+        x[len("remote:") :].strip()[len("git ckpt: ") :]
+        for x in said
+        if x[len("remote:") :].strip().startswith("git ckpt: ")
+    ]
+    refused = [x[len("refused ") :] for x in ours if x.startswith("refused ")]
+    if not refused:
+        return None
+    more = [f"and {len(refused) - 3} more"] if len(refused) > 3 else []
+    fixes = [x for x in ours if x.startswith("fix: ")]
+    return OperationFailed(
+        f"git push {remote} was refused by the remote's pre-receive hook: "
+        + "; ".join(refused[:3] + more),
+        hint=(fixes[0] if fixes else "") + " (nothing was changed there)",
     )
 
 
