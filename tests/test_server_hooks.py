@@ -296,6 +296,16 @@ def test_reading_commands_work_in_the_bare_repository(client: tuple[Path, Path, 
     reports = ckpt_json(remote, "report", "t", "--list")
     assert reports and reports == ckpt_json(repo, "report", "t", "--list")
     assert ckpt_json(remote, "report", "t")["id"] == reports[-1]["id"]
+    # the audit commands too: verify, metrics, timeline, export
+    assert ckpt_json(remote, "verify", "t")["ok"] is True
+    there, here = ckpt_json(remote, "metrics", "t"), ckpt_json(repo, "metrics", "t")
+    assert there.pop("elapsed_ms") >= 0 and here.pop("elapsed_ms") >= 0
+    assert there == here
+    page = remote.parent / "timeline.html"
+    ckpt(remote, "timeline", "t", "--html", str(page))
+    assert "audited work" in page.read_text()
+    ckpt(remote, "export", "t", "--to", str(remote.parent / "exported"))
+    assert (remote.parent / "exported" / "export.json").is_file()
     # what needs a work tree says so, and names what works here
     for args in (
         ("create", "-t", "t"),

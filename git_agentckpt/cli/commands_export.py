@@ -7,7 +7,7 @@ import os
 
 import click
 
-from git_agentckpt.cli.common import open_ckpt, root_path
+from git_agentckpt.cli.common import open_reader, root_path
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import Exit
@@ -27,7 +27,7 @@ from git_agentckpt.paths import quote
 @click.pass_context
 def export(ctx: click.Context, target: str, to: str, as_json: bool) -> None:
     """Write a task's trail (or one checkpoint) as plain files for reviewers."""
-    ck = open_ckpt(ctx)
+    ck = open_reader(ctx)
     result = ck.export(target, os.path.join(root_path(ctx), to))  # relative: to -C, as git
     if as_json:
         emit_json(result.to_json())

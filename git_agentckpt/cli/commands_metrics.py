@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from git_agentckpt.cli.common import open_ckpt
+from git_agentckpt.cli.common import open_reader
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option, short
 from git_agentckpt.display import escape_control
@@ -35,7 +35,7 @@ def metrics(
     names = list(tasks)
     if not names and not all_tasks and os.environ.get("GIT_CKPT_TASK"):
         names = [os.environ["GIT_CKPT_TASK"]]
-    data = open_ckpt(ctx).metrics(names, window)
+    data = open_reader(ctx).metrics(names, window)
     if as_json:
         emit_json(data)
         return

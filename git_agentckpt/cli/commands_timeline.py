@@ -7,7 +7,7 @@ import tempfile
 
 import click
 
-from git_agentckpt.cli.common import open_ckpt
+from git_agentckpt.cli.common import open_reader
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
 from git_agentckpt.errors import UsageError
@@ -38,7 +38,7 @@ def timeline(
     time axis, each linked to the commit that records it."""
     if commit_url is not None and "{commit}" not in commit_url:
         raise UsageError("--commit-url needs {commit} where the commit id goes")
-    tl, page = open_ckpt(ctx).timeline(task, commit_url)
+    tl, page = open_reader(ctx).timeline(task, commit_url)
     if path == "-":
         click.echo(page, nl=False)
     else:
