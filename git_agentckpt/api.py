@@ -22,37 +22,56 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from git_agentckpt.errors import CkptError, NotFound, OperationFailed, UsageError
+from git_agentckpt.api_paths import (  # the calls that take a path (re-exported)
+    doctor,
+    hooks_status,
+    install_hooks,
+    integrate,
+    run_hook,
+    uninstall_hooks,
+    verify,
+    verify_dir,
+    verify_pushed,
+)
+from git_agentckpt.api_shared import SharedCalls
+from git_agentckpt.errors import CkptError, OperationFailed, UsageError
 from git_agentckpt.model import JSON, Event, RunInfo
 from git_agentckpt.settings import CONTRACTS_DIR, SETTINGS_PATH
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.workspace import EventLike, StepNotStartable, Workspace
+from git_agentckpt.store.workspace import EventLike, StepNotStartable
 
 if TYPE_CHECKING:
     from git_agentckpt.audit.export import ExportResult
-    from git_agentckpt.audit.manifest_check import DirCheck
-    from git_agentckpt.audit.problems import VerifyReport
     from git_agentckpt.audit.timeline import Timeline
-    from git_agentckpt.contracts.approvals import PendingCommand
     from git_agentckpt.contracts.engine import CheckOutcome
-    from git_agentckpt.contracts.trust import TrustEntry
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
-    from git_agentckpt.git.repo import GitRepo
     from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
     from git_agentckpt.integrations.importing import ImportResult
-    from git_agentckpt.integrations.install import IntegrateResult
     from git_agentckpt.recovery.confirm import Verdict
     from git_agentckpt.recovery.flow import ResumeOutcome
-    from git_agentckpt.store.doctor import DoctorReport
-    from git_agentckpt.store.guard import Update
     from git_agentckpt.store.restoring import RestoreResult as RestoreResult
     from git_agentckpt.store.share import ShareResult as ShareResult
     from git_agentckpt.tick import TickResult
 
-__all__ = ["Checkpointer", "EventLike", "RestoreResult", "RunInfo", "StepRun"]
+__all__ = [
+    "Checkpointer",
+    "EventLike",
+    "RestoreResult",
+    "RunInfo",
+    "StepRun",
+    "doctor",
+    "hooks_status",
+    "install_hooks",
+    "integrate",
+    "run_hook",
+    "uninstall_hooks",
+    "verify",
+    "verify_dir",
+    "verify_pushed",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -77,7 +96,7 @@ class StepRun:
     error: dict[str, JSON] | None = None
 
 
-class Checkpointer(Workspace):
+class Checkpointer(SharedCalls):
     """The task store of one repository, with resume, checks, the policy and sharing."""
 
     @classmethod
@@ -353,124 +372,6 @@ class Checkpointer(Workspace):
 
     _quote_non_ascii: bool | None = None
 
-    # -- settings (.agent/ckpt.toml) ----------------------------------------------------
-
-    def config_get(self, key: str) -> Any:
-        """A setting's value (dotted key); a policy key not in the file gives its default."""
-        from git_agentckpt.config_edit import get_setting
-
-        return get_setting(self.repo.workdir, key)
-
-    def config_set(self, key: str, raw: str, add: bool = False) -> Any:
-        """Set a setting, keeping the file's comments; validated first. The parsed value.
-        A key the tool does not read is refused, unless `add` and it is in a table of
-        the user's own."""
-        from git_agentckpt.config_edit import set_setting
-        from git_agentckpt.tick import load_policy
-
-        value = set_setting(self.repo.workdir, key, raw, add)
-        self._settings = None
-        load_policy(self)
-        return value
-
-    # -- trust (design section 5): the CLI asks the person, at a terminal -------------
-
-    def pending_approvals(self) -> list[PendingCommand]:
-        """Command checks of the contract and of recent checkpoints not yet approved here."""
-        from git_agentckpt.contracts.approvals import pending_commands, tip_assertions
-        from git_agentckpt.contracts.engine import load_contract
-        from git_agentckpt.contracts.trust import TrustStore
-
-        contract = load_contract(self.repo.workdir)
-        return pending_commands(self.repo, contract, TrustStore(), tip_assertions(self))
-
-    def approve(self, pending: PendingCommand, note: str) -> None:
-        """Record a person's approval of one command (exact argv, this clone only).
-
-        Only with a person at a terminal in this process (design section 5), from
-        Python as from the CLI: an agent in a script cannot approve its own commands."""
-        from git_agentckpt.contracts.engine import repo_identity
-        from git_agentckpt.contracts.trust import TrustStore
-        from git_agentckpt.recovery.person import NeedsTerminal, stdin_is_terminal
-
-        if not stdin_is_terminal():
-            raise NeedsTerminal(
-                "approving a command needs a person at a terminal, and stdin is not one",
-                hint="run `git ckpt trust` in a terminal",
-            )
-
-        TrustStore().approve(repo_identity(self.repo), pending.argv, note=note)
-
-    def approvals(self) -> list[TrustEntry]:
-        """The commands approved for this clone."""
-        from git_agentckpt.contracts.engine import repo_identity
-        from git_agentckpt.contracts.trust import TrustStore
-
-        return TrustStore().list(repo_identity(self.repo))
-
-    def revoke_approval(self, fingerprint: str) -> None:
-        """Remove one approval (its fingerprint or a unique prefix of 8+ digits)."""
-        from git_agentckpt.contracts.engine import repo_identity
-        from git_agentckpt.contracts.trust import TrustStore
-
-        if not TrustStore().revoke(repo_identity(self.repo), fingerprint):
-            raise NotFound(f"no approval {fingerprint!r} for this repository", hint="see --list")
-
-    def repo_identity(self) -> str:
-        """What approvals are bound to: this clone."""
-        from git_agentckpt.contracts.engine import repo_identity
-
-        return repo_identity(self.repo)
-
-    # -- sharing (design section 6) and housekeeping ----------------------------------
-
-    def fetch(self, remote: str = "origin") -> ShareResult:
-        """Fetch another clone's audit trail from `remote` and merge it into ours."""
-        from git_agentckpt.store import share
-
-        return share.fetch(self.repo, self.log, remote)
-
-    def push(self, remote: str = "origin") -> ShareResult:
-        """Fetch and merge, then push every agent ref to `remote` in one atomic push; the
-        tips pushed go into the witness file (`audit/witness.py`), outside the repository."""
-        from git_agentckpt.store import share
-
-        result = share.push(self.repo, self.log, remote)
-        self._witness(result, remote)
-        return result
-
-    def _witness(self, result: ShareResult, remote: str) -> None:
-        from git_agentckpt.audit import witness
-        from git_agentckpt.store.refs import EVENTS
-
-        pushed: dict[str, tuple[str, int | None]] = {}
-        for p in result.pushed:
-            tip = self.repo.read_ref(p.ref)
-            if p.rejected or tip is None:
-                continue
-            seq = self.log.last_seq_at(tip) if p.ref.startswith(EVENTS) else None
-            pushed[p.ref] = (tip, seq)
-        if not pushed:
-            return
-        try:  # the push happened: a witness that cannot be written does not undo it
-            witness.record(
-                self.repo, pushed, self.log.redactor.text(remote), witness.witness_path(self.repo)
-            )
-        except (OSError, CkptError) as exc:
-            self.store.warn(f"the witness file was not updated: {exc}")
-
-    def verify(
-        self, tasks: Sequence[str] = (), against: str | None = None, witness: str | None = None
-    ) -> VerifyReport:
-        """Check the trail end to end (`audit/verify.py`); see the module-level `verify`."""
-        from git_agentckpt.audit.verify import verify_trail
-
-        return verify_trail(self.repo, tasks, against=against, witness_file=witness)
-
-    def doctor(self, dry_run: bool = False) -> DoctorReport:
-        """Stale locks and temporary files of killed writers, removed when provably orphaned."""
-        return doctor(self.repo.workdir, dry_run=dry_run)
-
     # -- agent integrations -----------------------------------------------------------
 
     def import_transcript(
@@ -521,98 +422,6 @@ def demo(directory: str | None, *, keep: bool, echo: Callable[[str], None]) -> i
 # -- what works on any repository, bare or not (a server's too) ------------------------
 
 
-def doctor(path: str = ".", dry_run: bool = False) -> DoctorReport:
-    """Stale locks and temporary files of killed writers, removed when provably orphaned."""
-    from git_agentckpt.git.repo import GitRepo
-    from git_agentckpt.store.doctor import doctor as run_doctor
-
-    return run_doctor(GitRepo.discover(path, allow_bare=True), dry_run=dry_run)
-
-
-def verify(
-    path: str = ".",
-    tasks: Sequence[str] = (),
-    against: str | None = None,
-    witness: str | None = None,
-) -> VerifyReport:
-    """Check the trail of `tasks` (all when empty) end to end, in any repository (bare too):
-    the problems found, each named (`audit/problems.py` KINDS). `against`: a remote whose
-    refs the local ones must contain; `witness`: the witness file (default: the one `push`
-    writes, used when it exists)."""
-    from git_agentckpt.audit.verify import verify_trail
-    from git_agentckpt.git.repo import GitRepo
-
-    repo = GitRepo.discover(path, allow_bare=True)
-    return verify_trail(repo, tasks, against=against, witness_file=witness)
-
-
-def verify_pushed(path: str, updates: Sequence[tuple[str, str, str]]) -> VerifyReport:
-    """For a pre-receive hook: verify the tasks whose refs a push updates, as the push would
-    leave them. `updates`: (old, new, ref) as git gives them (a zero id: created/deleted).
-    Objects in git's quarantine are read (GIT_OBJECT_DIRECTORY and alternates). Moves
-    backwards and deletions are the hook's to refuse (`store/guard.py`); the witness file
-    is not read (it is the pusher's, not the server's)."""
-    from git_agentckpt.audit.verify import verify_tips
-    from git_agentckpt.git.repo import GitRepo
-
-    repo = GitRepo.discover(path, allow_bare=True)
-    repo.add_object_dirs_from_env()
-    tips = {ref: (None if new.strip("0") == "" else new) for _old, new, ref in updates}
-    return verify_tips(repo, tips)
-
-
-def install_hooks(path: str = ".", server: bool = False) -> list[str]:
-    """Install the client shims (reference-transaction, pre-push), or with `server` the
-    pre-receive shim of a shared repository; a hook the user had is kept and chained."""
-    from git_agentckpt import hooks
-    from git_agentckpt.git.repo import GitRepo
-
-    return hooks.install(GitRepo.discover(path, allow_bare=True), server=server)
-
-
-def uninstall_hooks(path: str = ".", server: bool = False) -> list[str]:
-    """Remove the shims (the client's, or with `server` pre-receive) and put back a hook
-    they had chained."""
-    from git_agentckpt import hooks
-    from git_agentckpt.git.repo import GitRepo
-
-    return hooks.uninstall(GitRepo.discover(path, allow_bare=True), server=server)
-
-
-def hooks_status(path: str = ".") -> dict[str, str]:
-    """Whether each hook is installed."""
-    from git_agentckpt import hooks
-    from git_agentckpt.git.repo import GitRepo
-
-    return hooks.status(GitRepo.discover(path, allow_bare=True))
-
-
-def run_hook(name: str, args: Sequence[str], stdin_text: str, cwd: str) -> int:
-    """The body of a git hook shim (`hooks/`); its exit status."""
-    from git_agentckpt import hooks
-
-    if name == "reference-transaction":
-        return hooks.run_reference_transaction(args[0] if args else "", stdin_text, cwd)
-    if name == "pre-receive":
-        return hooks.run_pre_receive(stdin_text, cwd, verify=_verify_push_for_hook)
-    if name == "pre-push":
-        return hooks.run_pre_push(list(args), stdin_text, cwd, verify=_verify_tasks_for_hook)
-    raise UsageError(f"unknown hook {name!r}")
-
-
-def _verify_push_for_hook(repo: GitRepo, updates: list[Update]) -> list[tuple[str | None, str]]:
-    """pre-receive: the errors `verify` finds in the tasks a push touches, as it leaves them."""
-    report = verify_pushed(repo.git_dir, [(u.old, u.new, u.ref) for u in updates])
-    return [(p.task, p.one_line()) for p in report.errors]
-
-
-def _verify_tasks_for_hook(repo: GitRepo, tasks: list[str]) -> list[str]:
-    """pre-push: the errors `verify` finds in the tasks a push carries."""
-    from git_agentckpt.audit.verify import verify_trail
-
-    return [p.one_line() for p in verify_trail(repo, tasks).errors]
-
-
 def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:
     """One call of an agent's hook (`git ckpt hook claude-code|codex EVENT`): what to print
     on stdout, as the hook expects it. Never raises: a failure is the reply's
@@ -621,41 +430,6 @@ def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHo
     from git_agentckpt.integrations.agent_hook import answer
 
     return answer(lambda: Checkpointer.open(path), agent, event, stdin, os.environ)
-
-
-def integrate(
-    agent: str, scope: str = "project", path: str = ".", *, remove: bool = False
-) -> IntegrateResult:
-    """Put the hooks of `git ckpt` into an agent's settings (and its block into CLAUDE.md
-    or AGENTS.md), or take them out again byte for byte (`integrations/install.py`).
-    `--user` works outside a repository too."""
-    from git_agentckpt.errors import RepositoryError
-    from git_agentckpt.git.repo import GitRepo
-    from git_agentckpt.integrations.install import Places
-    from git_agentckpt.integrations.install import integrate as run
-
-    worktree = agent_dir = None
-    try:
-        repo = GitRepo.discover(path)
-        worktree, agent_dir = repo.workdir, os.path.join(repo.git_dir, "agent")
-    except RepositoryError:
-        if scope != "user":
-            raise
-    home = os.path.expanduser("~")
-    codex_home = os.environ.get("CODEX_HOME") or os.path.join(home, ".codex")
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    config = xdg if xdg and os.path.isabs(xdg) else os.path.join(home, ".config")
-    places = Places(worktree, agent_dir, home, os.path.abspath(codex_home), config + "/git-ckpt")
-    return run(agent, scope, places, remove=remove)
-
-
-def verify_dir(path: str, export_dir: str, checkpoint: str | None = None) -> DirCheck:
-    """The working tree at `path` (its repository's top level, or the directory itself
-    when it is in no repository) against a manifest of `git ckpt export` in `export_dir`:
-    each missing, extra, modified file, and each changed type or mode."""
-    from git_agentckpt.audit.manifest_check import check_dir
-
-    return check_dir(path, export_dir, checkpoint)
 
 
 def load_assertions_text(text: str, source: str) -> list[JSON]:
