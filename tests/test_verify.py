@@ -68,7 +68,8 @@ def test_an_edited_event_is_named_at_its_commit(trail: Path) -> None:
     assert code == 6
     bad = [p for p in doc["problems"] if p["kind"] == "log-digest-mismatch"]
     assert [p["where"] for p in bad] == [edited[0][:12]]
-    assert kinds(doc) == {"log-digest-mismatch"}
+    # rebuilt by someone else: each commit's author and committer changed too
+    assert kinds(doc) == {"log-digest-mismatch", "commit-metadata-edited"}
 
 
 def test_deleted_event_leaves_a_gap(trail: Path) -> None:
@@ -127,16 +128,49 @@ def test_forged_event_with_a_repeated_number(trail: Path) -> None:
 def test_forged_event_with_a_valid_digest_but_a_copied_id(trail: Path) -> None:
     """A forger who knows the digest rule still reuses an id: caught."""
     tip = git(trail, "rev-parse", EVENTS)
-    _, tip_message = raw_commit(trail, tip)
+    tip_head, tip_message = raw_commit(trail, tip)
     events = [e for c in chain(trail, EVENTS) for e in event_lines(raw_commit(trail, c)[1])]
     copied = next(e for e in events if e["type"] == "tool.call")
     forged = {**copied, "seq": events[-1]["seq"] + 1}
     body = "forged\n\n" + json.dumps(forged, sort_keys=True, separators=(",", ":")) + "\n"
-    commit = write_commit(trail, EMPTY_TREE, [tip], with_digest(body, tip_message))
+    commit = write_commit(trail, EMPTY_TREE, [tip], with_digest(body, tip_message, tip_head))
     git(trail, "update-ref", EVENTS, commit)
     code, doc = verify(trail)
     assert code == 6
     assert kinds(doc) == {"event-duplicate-id"}
+
+
+def test_metadata_edit_of_an_event_commit(trail: Path) -> None:
+    """An event commit rewritten with the same message but another author and date (and
+    the commits after it rebuilt on top, messages unchanged): the next commit's
+    Parent-Head line binds its parent's tree, author and committer lines."""
+    commits = chain(trail, EVENTS)  # oldest first
+    victim = commits[-2]
+    parent = None
+    for commit in commits[commits.index(victim) - 1 :]:
+        head, message = raw_commit(trail, commit)
+        tree = head.split("\n", 1)[0].split()[1]
+        if parent is None:  # the commit before the victim: kept
+            parent = commit
+            continue
+        if commit == victim:
+            env = {"GIT_AUTHOR_NAME": "mallory", "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z"}
+            env["GIT_COMMITTER_DATE"] = "2001-01-01T00:00:00Z"
+            parent = subprocess.run(
+                ["git", "commit-tree", tree, "-p", parent],
+                cwd=trail, input=message, capture_output=True, text=True, check=True,
+                env={**os.environ, **env},
+            ).stdout.strip()  # fmt: skip
+        else:  # rebuilt on top as filter-branch would, keeping each message
+            parent = write_commit(trail, tree, [parent], message)
+    assert parent is not None
+    git(trail, "update-ref", EVENTS, parent)
+    code, doc = verify(trail)
+    assert code == 6
+    edited = [p for p in doc["problems"] if p["kind"] == "commit-metadata-edited"]
+    rewritten = git(trail, "rev-parse", EVENTS + "~1")  # the victim as rebuilt
+    assert [p["where"] for p in edited] == [rewritten[:12]]
+    assert "log-digest-mismatch" not in kinds(doc)  # no event changed
 
 
 def test_checkpoint_ref_moved_back_is_tampering(trail: Path) -> None:
@@ -259,7 +293,11 @@ def test_damage_in_one_task_does_not_stop_the_others(trail: Path) -> None:
 
 def test_an_old_log_without_digests_is_said_not_failed(trail: Path) -> None:
     def strip(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        return [(tree, m.split("\n\nLog-Digest: ")[0] + "\n") for tree, m in items]
+        def old(m: str) -> str:
+            m = m.split("\n\nLog-Digest: ")[0] + "\n"
+            return "".join(x for x in m.splitlines(True) if not x.startswith("Parent-Head: "))
+
+        return [(tree, old(m)) for tree, m in items]
 
     rebuild_log(trail, EVENTS, strip)
     code, doc = verify(trail)
@@ -303,12 +341,12 @@ def test_forged_union_merge_is_caught(trail: Path) -> None:
     """A fake merge commit (another clone's events, supposedly) carrying an invented event,
     with a valid Log-Digest: its second parent's log does not hold that event."""
     tip = git(trail, "rev-parse", EVENTS)
-    _, tip_message = raw_commit(trail, tip)
+    tip_head, tip_message = raw_commit(trail, tip)
     forged = {"v": 1, "id": "01JZZZZZZZZZZZZZZZZZZZZZZY", "seq": 3, "ts": "2026-01-01T00:00:00Z"}
     forged.update(task="t", type="step.end", actor={}, links={"step": "s2"})
     body = "merge 1 event(s) from elsewhere\n\n" + json.dumps(forged, sort_keys=True) + "\n"
     other = git(trail, "rev-parse", EVENTS + "~3")
-    merge = write_commit(trail, EMPTY_TREE, [tip, other], with_digest(body, tip_message))
+    merge = write_commit(trail, EMPTY_TREE, [tip, other], with_digest(body, tip_message, tip_head))
     git(trail, "update-ref", EVENTS, merge)
     code, doc = verify(trail)
     assert code == 6

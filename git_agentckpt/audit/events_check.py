@@ -19,7 +19,7 @@ from git_agentckpt.errors import CkptError
 from git_agentckpt.git.audit_read import RawCommit, first_parent_chain, missing_objects
 from git_agentckpt.git.repo import EMPTY_TREE
 from git_agentckpt.model import JSON, Event
-from git_agentckpt.store.events import log_digest, split_digest
+from git_agentckpt.store.events import head_digest, log_digest, parent_head_of, split_digest
 
 
 @dataclass
@@ -109,6 +109,22 @@ def _digest(commit: RawCommit, before: str | None, chained: bool, scan: LogScan)
     return stored
 
 
+def _parent_head(commit: RawCommit, head: str, parent: str, scan: LogScan) -> None:
+    """The `Parent-Head` line of `commit` against its first parent's stored header."""
+    bound = parent_head_of(split_digest(commit.message)[0])
+    if bound is not None and bound != head_digest(head):
+        scan.problem(
+            "commit-metadata-edited",
+            parent[:12],
+            f"its tree, author or committer (who wrote it, when) differ from what the next "
+            f"commit {commit.id[:12]} recorded: the commit was rewritten",
+        )
+
+
+def _head(commit: RawCommit) -> str:
+    return commit.raw.partition(b"\n\n")[0].decode("utf-8", "surrogateescape")
+
+
 def _seq(ev: Event, where: str, scan: LogScan, seen_seq: set[int]) -> None:
     expected = scan.last_seq + 1
     if ev.seq > expected:
@@ -181,6 +197,7 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
     payloads: set[str] = set()
     pos = 0
     before: str | None = None
+    parent_head = ""
     for i, commit in enumerate(chain):
         scan.commits += 1
         if not commit.intact:
@@ -188,6 +205,9 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         scan.problems.extend(check_commit(ctx, commit, "event"))
         # the oldest commit read chains from nothing only when it is the log's root
         before = _digest(commit, before, bool(i) or not commit.parents, scan)
+        if i:
+            _parent_head(commit, parent_head, chain[i - 1].id, scan)
+        parent_head = _head(commit)
         if commit.tree != EMPTY_TREE:  # payloads above 64 KiB, stored apart (store/payloads.py)
             lost = missing_objects(ctx.repo, commit.tree, None, payloads)
             if lost:

@@ -38,6 +38,8 @@ KINDS: dict[str, str] = {
     "event-wrong-task": "an event names another task than the log it is in",
     "event-duplicate-id": "two events share one id (a forged or replayed event)",
     "log-digest-mismatch": "an event commit's content does not match its Log-Digest",
+    "commit-metadata-edited": "an event commit's tree, author or committer differ from what "
+    "the next commit's Parent-Head line recorded (rewritten)",
     "log-digest-missing": "an event commit has no Log-Digest after ones that have it",
     "log-undigested": "events written before Log-Digest existed: bound by git's hash only",
     "merge-unbacked": "a union merge carries an event the log it merged does not hold",

@@ -410,6 +410,19 @@ class GitRepo:
         with self._writing():
             return str(self._repo.odb.write(ObjectType.COMMIT, raw))
 
+    def commit_head(self, oid: str) -> str:
+        """A commit's header as stored (tree, parents, author, committer, …), without
+        its message: what the next event commit's Log-Digest binds."""
+        try:
+            kind, data = self._repo.odb.read(oid)
+        except (KeyError, ValueError) as exc:
+            raise NotFound(f"object {oid} is not in the repository") from exc
+        except pygit2.GitError as exc:
+            raise CorruptError(f"object {oid} is damaged ({exc})") from exc
+        if kind != ObjectType.COMMIT:
+            raise CorruptError(f"object {oid} is not a commit")
+        return bytes(data).partition(b"\n\n")[0].decode("utf-8", "surrogateescape")
+
     def is_signed(self, oid: str) -> bool:
         """Whether the commit object carries a signature header (`gpgsig`), as stored."""
         try:

@@ -56,6 +56,24 @@ def log_digest(parent_digest: str | None, content: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
+PARENT_HEAD = "Parent-Head"
+
+
+def head_digest(head: str) -> str:
+    """sha256 of the lines of a commit's stored header that the next event commit binds
+    in its `Parent-Head` line: `tree`, `author`, `committer` (who wrote it, when)."""
+    keep = ("tree ", "author ", "committer ")
+    lines = "".join(line + "\n" for line in head.split("\n") if line.startswith(keep))
+    return "sha256:" + hashlib.sha256(lines.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def parent_head_of(content: str) -> str | None:
+    """The `Parent-Head` value a message's content (up to its Log-Digest) carries."""
+    mark = "\n" + PARENT_HEAD + ": "
+    at = content.rfind(mark)
+    return content[at + len(mark) :].split("\n", 1)[0].strip() or None if at >= 0 else None
+
+
 def split_digest(message: str) -> tuple[str, str | None]:
     """(the message up to its `Log-Digest` trailer, the digest or None if it has none)."""
     at = message.rfind(_DIGEST_MARK)
@@ -65,9 +83,13 @@ def split_digest(message: str) -> tuple[str, str | None]:
     return message[: at + 1], value or None
 
 
-def with_digest(content: str, parent_message: str | None) -> str:
-    """`content` (ending in a newline) with its `Log-Digest` trailer appended."""
+def with_digest(content: str, parent_message: str | None, parent_head: str = "") -> str:
+    """`content` (ending in a newline) with, when it has a first parent, a `Parent-Head`
+    line binding that parent's tree, author and committer (`parent_head`: its stored
+    header, `GitRepo.commit_head`), then its `Log-Digest` trailer."""
     parent = split_digest(parent_message)[1] if parent_message is not None else None
+    if parent_head:
+        content += f"{PARENT_HEAD}: {head_digest(parent_head)}\n"
     return content + f"\n{DIGEST_TRAILER}: {log_digest(parent, content)}\n"
 
 
@@ -127,7 +149,9 @@ class EventLog:
             ]
             body = "\n".join(dumps(e.to_json()) for e in events)
             parent_message = self.repo.read_commit(old).message if old else None
-            message = with_digest(_subject(events) + "\n\n" + body + "\n", parent_message)
+            parent_head = self.repo.commit_head(old) if old else ""
+            content = _subject(events) + "\n\n" + body + "\n"
+            message = with_digest(content, parent_message, parent_head)
             commit = self.repo.commit(tree, [old] if old else [], message, sign=True)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
@@ -182,7 +206,9 @@ class EventLog:
         subject = f"merge {len(gained)} event(s) from {self.redactor.text(origin)}"
         body = "\n".join(dumps(e.to_json()) for e in gained)
         content = subject + "\n\n" + (body + "\n" if body else "")
-        message = with_digest(content, self.repo.read_commit(ours).message)
+        message = with_digest(
+            content, self.repo.read_commit(ours).message, self.repo.commit_head(ours)
+        )
         tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
         return self.repo.commit(tree, [ours, theirs], message, sign=True), len(gained)
 
