@@ -148,13 +148,44 @@ class Checkpointer(Workspace):
             return load_policy(self).pre_expensive_step
 
         try:
-            return super().step_start(task, step_id, force, risk, pre_expensive or policy_wants_it)
+            started = super().step_start(
+                task, step_id, force, risk, pre_expensive or policy_wants_it
+            )
         except StepNotStartable as exc:
             if exc.status == "done":
                 from git_agentckpt.contracts.drift import raise_redo_alarm
 
                 raise_redo_alarm(self.log, TaskName(task))
             raise
+        self._record_metrics(task)
+        return started
+
+    def step_done(
+        self, task: str, step_id: str, outputs: JSON = None, run: RunInfo | None = None
+    ) -> Checkpoint:
+        """The store's `step done`; then the metrics of a resume whose window just passed
+        (the task finished) are recorded."""
+        made = super().step_done(task, step_id, outputs, run)
+        self._record_metrics(task)
+        return made
+
+    def _record_metrics(self, task: str) -> None:
+        """`recovery.metrics` for each resume whose window has passed (metrics/compute.py:
+        the key-event index only, unless one is due). A step never fails for it."""
+        from git_agentckpt.metrics.recording import record_due
+
+        with contextlib.suppress(CkptError):
+            record_due(self, TaskName(task))
+
+    def metrics(self, tasks: Sequence[str] = (), window: int | None = None) -> dict[str, JSON]:
+        """Recovery quality per resume and per task (`git ckpt metrics`): constraint
+        violations after each resume against before its interruption, redone work, time
+        and tokens to get going, the restatement's outcome, drift alarms; from the event
+        log and the recovery reports alone. No tasks: every task with an event log."""
+        from git_agentckpt.metrics.compute import DEFAULT_WINDOW
+        from git_agentckpt.metrics.compute import metrics as compute
+
+        return compute(self, tasks, DEFAULT_WINDOW if window is None else window)
 
     @contextlib.contextmanager
     def step(

@@ -98,6 +98,7 @@ LAZY_COMMANDS = {
     "mcp": "commands_mcp",
     "integrate": "commands_integrate",
     "import": "commands_import",
+    "metrics": "commands_metrics",
 }
 
 
