@@ -15,13 +15,19 @@ the eight-step task of `itask.py` (kinds, steps and points drawn from the seed):
 
 The same plan runs under each variant of the recovery (a fresh repository each time):
 
-| variant | after a kill or a quota cut | after a compaction |
-|---|---|---|
-| `full` | `git ckpt resume` (`--restore` when it stops for drift: the person's answer), the agent reads the brief and restates it until `confirm` accepts | the brief (`resume --brief-only`, or the SessionStart `compact` hook) |
-| `no-confirm` | the same, but the harness confirms for the agent: nobody checks what it took in | the brief |
-| `no-brief` | `resume` and `confirm`; the agent never reads the brief (it restates from memory and learns from refusals) | nothing |
-| `brief-only` | the last checkpoint's files back with plain git (no verification), then `resume --brief-only` | the brief |
-| `baseline` | the last checkpoint's files back with plain git; the agent goes on from what it remembers | nothing |
+- `full`: after a kill or a quota cut, `git ckpt resume` (with `--restore` when it stops
+  for drifted files: the person's answer); the agent reads the brief and restates it until
+  `confirm` accepts. After a compaction, the brief (`resume --brief-only`, or what the
+  SessionStart `compact` hook returns).
+- `no-confirm`: the same, but the harness confirms for the agent (a restatement made from
+  the recorded state): nobody checks what the agent took in.
+- `no-brief`: `resume` and `confirm`, but the agent never reads a brief: it restates from
+  memory and learns from the refusals. Nothing after a compaction.
+- `brief-only`: no verification: the last checkpoint's files are written back with plain
+  git, then the agent reads `resume --brief-only`; no confirmation. The brief after a
+  compaction.
+- `baseline`: the last checkpoint's files written back with plain git; the agent goes on
+  from what it remembers. Nothing after a compaction.
 
 Everything else is the same in every variant: the checkpoints (step ends, a full one
 before each run, the quota and pre-compaction ones), the event log and `git ckpt check`
@@ -49,6 +55,7 @@ missing: `pip install -e '.[bench]'`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -121,7 +128,7 @@ def run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[st
 # -- the plan -----------------------------------------------------------------------------
 
 
-def plan_for(seed: int, max_k: int) -> list[dict[str, Any]]:
+def plan_for(seed: int, max_k: int, n_steps: int) -> list[dict[str, Any]]:
     """1..max_k interruptions at distinct (step, point)s, drawn from the seed."""
     rng = random.Random(seed)
     k = rng.randint(1, max_k)
@@ -129,7 +136,7 @@ def plan_for(seed: int, max_k: int) -> list[dict[str, Any]]:
     taken: set[tuple[str, str]] = set()
     while len(chosen) < k:
         kind = rng.choice(("kill", "quota", "compact"))
-        step = rng.choice(itask.STEPS)
+        step = rng.choice(itask.STEPS[:n_steps])
         points = [f"a{j}" for j in range(len(step.actions))]
         points += ["crash", "after"] if kind == "kill" else ["done"]
         point = rng.choice(points)
@@ -161,17 +168,17 @@ def make_template(root: Path, seed: int, binary: str) -> Path:
     return repo
 
 
-def reference_tree(root: Path, seed: int, binary: str) -> dict[str, str]:
+def reference_tree(root: Path, seed: int, binary: str, n_steps: int) -> dict[str, str]:
     """The final tree of the uninterrupted run: every action with every constraint known."""
     repo = root / f"reference-{seed}"
     shutil.copytree(make_template(root / "ref", seed, binary), repo, symlinks=True)
-    for step in itask.STEPS:
+    for step in itask.STEPS[:n_steps]:
         for action in step.actions:
             itask.act(repo, step, action, frozenset(itask.CONSTRAINT_IDS))
     return itask.tree_digest(repo)
 
 
-def start_task(repo: Path, binary: str) -> None:
+def start_task(repo: Path, binary: str, n_steps: int) -> None:
     from git_agentckpt.contracts.engine import repo_identity
     from git_agentckpt.contracts.trust import TrustStore
     from git_agentckpt.git.repo import GitRepo
@@ -179,7 +186,7 @@ def start_task(repo: Path, binary: str) -> None:
     # the person trusted the contract's command check (`git ckpt trust` at a terminal)
     TrustStore().approve(repo_identity(GitRepo.discover(str(repo))), itask.CHECK_ARGV)
     args = [binary, "task", "start", itask.TASK, "--goal", itask.GOAL]
-    for step in itask.STEPS:
+    for step in itask.STEPS[:n_steps]:
         args += ["--step", f"{step.id}:{step.title}"]
     for cid in itask.CONSTRAINT_IDS:
         args += ["--constraint", cid]
@@ -227,13 +234,13 @@ class Outcome:
 
 def run_one(
     root: Path, template: Path, reference: dict[str, str], seed: int, driver: str,
-    variant: str, plan: list[dict[str, Any]], skim: float, binary: str,
+    variant: str, plan: list[dict[str, Any]], skim: float, binary: str, n_steps: int,
 ) -> Outcome:
     started = time.monotonic()
     work = root / f"{driver}-{variant}-{seed}"
     repo = work / "repo"
     shutil.copytree(template, repo, symlinks=True)
-    start_task(repo, binary)
+    start_task(repo, binary, n_steps)
     out = Outcome(seed, driver, variant, len(plan), [p["kind"] for p in plan])
     reason, session = "start", 0
     try:
@@ -246,7 +253,7 @@ def run_one(
                 "trace": str(work / "trace.jsonl"), "fired": str(work / "fired.json"),
                 "driver": driver, "variant": VARIANTS[variant], "reason": reason,
                 "session": session, "plan": plan, "skim": skim, "seed": seed,
-                "git_ckpt": binary,
+                "git_ckpt": binary, "steps": n_steps,
             }
             (work / "spec.json").write_text(json.dumps(spec))
             proc = subprocess.Popen(
@@ -269,12 +276,14 @@ def run_one(
     finally:
         subprocess.run([binary, "daemon", "stop"], cwd=repo, capture_output=True)
     out.sessions = session
-    score(out, work, repo, reference, binary)
+    score(out, work, repo, reference, binary, n_steps)
     out.seconds = round(time.monotonic() - started, 2)
     return out
 
 
-def score(out: Outcome, work: Path, repo: Path, reference: dict[str, str], binary: str) -> None:
+def score(
+    out: Outcome, work: Path, repo: Path, reference: dict[str, str], binary: str, n_steps: int
+) -> None:
     trace_file = work / "trace.jsonl"
     trace = [json.loads(line) for line in trace_file.read_text().splitlines()] if (
         trace_file.exists()
@@ -286,7 +295,7 @@ def score(out: Outcome, work: Path, repo: Path, reference: dict[str, str], binar
     out.tree_equal = out.finished and not out.differing
     execs = [t for t in trace if t["kind"] == "exec"]
     out.executions = len(execs)
-    out.ratio = round(len(execs) / len(itask.STEPS), 4)
+    out.ratio = round(len(execs) / n_steps, 4)
     out.redone_done = sum(1 for t in execs if t.get("refused"))
     first = next((i for i, t in enumerate(trace) if t["kind"] == "interrupt"), len(trace))
     after = [t for t in trace[first:] if t["kind"] == "check"]
@@ -360,8 +369,8 @@ def summarise(outcomes: list[Outcome]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_report(rows: list[dict[str, Any]], seeds: int) -> None:
-    print(f"\n## Interruption benchmark: {seeds} seeds, {len(itask.STEPS)} steps each\n")
+def print_report(rows: list[dict[str, Any]], seeds: int, n_steps: int) -> None:
+    print(f"\n## Interruption benchmark: {seeds} seeds, {n_steps} steps each\n")
     head = (
         "| driver | variant | runs | finished | final tree = uninterrupted | redone-work ratio "
         "| done steps redone / run | violations after resume / run | runs with a violation "
@@ -389,10 +398,9 @@ def print_report(rows: list[dict[str, Any]], seeds: int) -> None:
 
 def plot(outcomes: list[Outcome], path: Path, max_k: int) -> str:
     try:
-        import matplotlib
-
+        matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install -e '.[bench]')"
     fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8), dpi=90)
@@ -433,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--drivers", default="cli,claude-code")
     parser.add_argument("--max-interruptions", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=len(itask.STEPS),
+                        help="run only the first N steps of the task (the smoke test: 3)")
     parser.add_argument("--skim", type=float, default=0.1,
                         help="chance the agent skims over one constraint of a brief")
     parser.add_argument("--out", default=str(HERE), help="where the PNG and JSON go")
@@ -442,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v for v in args.variants.split(",") if v]
     drivers = [d for d in args.drivers.split(",") if d]
     unknown = [v for v in variants if v not in VARIANTS]
+    if not 2 <= args.steps <= len(itask.STEPS):
+        parser.error(f"--steps takes 2 to {len(itask.STEPS)}")
     if unknown or not set(drivers) <= {"cli", "claude-code"}:
         parser.error(f"unknown variant or driver: {unknown or drivers}")
     root = Path(tempfile.mkdtemp(prefix="ckpt-interruptions-"))
@@ -451,15 +463,15 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            plan = plan_for(seed, args.max_interruptions)
+            plan = plan_for(seed, args.max_interruptions, args.steps)
             template = make_template(root / "templates", seed, binary)
-            reference = reference_tree(root, seed, binary)
+            reference = reference_tree(root, seed, binary, args.steps)
             for driver in drivers:
                 for variant in variants:
                     if driver == "claude-code" and variant not in HOOK_VARIANTS:
                         continue
                     o = run_one(root, template, reference, seed, driver, variant, plan,
-                                args.skim, binary)
+                                args.skim, binary, args.steps)
                     outcomes.append(o)
                     print(
                         f"seed {seed} {driver:11} {variant:10} k={o.interruptions} "
@@ -475,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"kept {root}")
     rows = summarise(outcomes)
-    print_report(rows, args.seeds)
+    print_report(rows, args.seeds, args.steps)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {

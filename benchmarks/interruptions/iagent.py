@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import itask  # noqa: E402
+import itask
 
 QUOTA_EXIT = 75
 _CONSTRAINT_LINE = re.compile(r"^- \[([A-Za-z0-9_.-]+)\] \((?:block|warn)\) (.+)$", re.M)
@@ -85,6 +85,7 @@ class Agent:
         self.variant: dict[str, Any] = spec["variant"]
         self.session = f"sess-{spec['session']}"
         self.mem = Memory.load(self.ctx_path)
+        self.steps = itask.STEPS[: int(spec["steps"])]
         self.reads = 0
         self.tool_uses = 0
         self.env = {**os.environ, "GIT_CKPT_TASK": itask.TASK}
@@ -302,9 +303,9 @@ class Agent:
             return "?"
 
     def next_step(self) -> str | None:
-        for sid in itask.STEP_IDS:
-            if sid not in self.mem.done:
-                return sid
+        for step in self.steps:
+            if step.id not in self.mem.done:
+                return step.id
         return None
 
     def run(self) -> int:

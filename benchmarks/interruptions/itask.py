@@ -105,7 +105,11 @@ STEPS = (
 )
 STEP_IDS = tuple(s.id for s in STEPS)
 BY_ID = {s.id: s for s in STEPS}
-RUN_CHANGES = {"baseline": {}, "no-dropout": {"dropout": 0.0}, "half": {"layers": 2}}
+RUN_CHANGES: dict[str, dict[str, object]] = {
+    "baseline": {},
+    "no-dropout": {"dropout": 0.0},
+    "half": {"layers": 2},
+}
 
 
 def write_project(root: Path, seed: int) -> None:
@@ -177,8 +181,8 @@ def act(root: Path, step: Step, action: str, known: frozenset[str]) -> list[str]
     elif action == "feature_test":
         out["tests/test_features.py"] = "def test_two():\n    assert True\n"
     elif action == "run_config":
-        train = {**_config(root, "configs/train.json"), **RUN_CHANGES[run]}
-        out[f"configs/{run}.json"] = json.dumps({"train": train}, indent=2) + "\n"
+        changed = {**_config(root, "configs/train.json"), **RUN_CHANGES[run]}
+        out[f"configs/{run}.json"] = json.dumps({"train": changed}, indent=2) + "\n"
     elif action in ("runs_row", "result"):
         rel = "configs/train.json" if run == "baseline" else f"configs/{run}.json"
         config = json.dumps(_config(root, rel), sort_keys=True)
@@ -193,7 +197,8 @@ def act(root: Path, step: Step, action: str, known: frozenset[str]) -> list[str]
         rows = []
         for name in RUN_CHANGES:
             try:
-                rows.append(f"| {name} | {json.loads(_read(root, f'results/{name}.json'))['score']} |")
+                shown = json.loads(_read(root, f"results/{name}.json"))["score"]
+                rows.append(f"| {name} | {shown} |")
             except (json.JSONDecodeError, KeyError):
                 rows.append(f"| {name} | missing |")
         out["results/table.md"] = "| run | score |\n|---|---|\n" + "\n".join(rows) + "\n"
