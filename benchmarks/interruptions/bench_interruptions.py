@@ -9,9 +9,14 @@ the eight-step task of `itask.py` (kinds, steps and points drawn from the seed):
   transcript has not recorded yet, after a step's `step done` returned, or inside
   `step done` itself (the call dies at the crash point `step.end` or `checkpoint.ref`);
 - `quota`: the agent reports a quota cut (a `quota` event, or the StopFailure hook with
-  `rate_limit`) and its session ends; the next one continues the transcript;
+  `rate_limit`) and its session ends;
 - `compact`: the context is cut in place (a forgetful agent keeps its progress, not its
   constraints), and the work goes on.
+
+After a kill or a quota cut the next session continues the transcript (the agent's memory
+as it was flushed: a kill loses the last action's result), except with chance `--fresh`
+(0.5; drawn per session from the seed) where the transcript is lost and the agent starts
+with an empty context: no constraints, no progress.
 
 The same plan runs under each variant of the recovery (a fresh repository each time):
 
@@ -235,6 +240,7 @@ class Outcome:
 def run_one(
     root: Path, template: Path, reference: dict[str, str], seed: int, driver: str,
     variant: str, plan: list[dict[str, Any]], skim: float, binary: str, n_steps: int,
+    fresh: float,
 ) -> Outcome:
     started = time.monotonic()
     work = root / f"{driver}-{variant}-{seed}"
@@ -254,6 +260,8 @@ def run_one(
                 "driver": driver, "variant": VARIANTS[variant], "reason": reason,
                 "session": session, "plan": plan, "skim": skim, "seed": seed,
                 "git_ckpt": binary, "steps": n_steps,
+                "fresh": reason != "start"
+                and random.Random(f"{seed}/fresh/{session}").random() < fresh,
             }
             (work / "spec.json").write_text(json.dumps(spec))
             proc = subprocess.Popen(
@@ -273,10 +281,10 @@ def run_one(
                 continue
             out.finished = code == 0
             break
-    finally:
+        out.sessions = session
+        score(out, work, repo, reference, binary, n_steps)
+    finally:  # the work tree's daemon, started by the first call, goes with the run
         subprocess.run([binary, "daemon", "stop"], cwd=repo, capture_output=True)
-    out.sessions = session
-    score(out, work, repo, reference, binary, n_steps)
     out.seconds = round(time.monotonic() - started, 2)
     return out
 
@@ -311,7 +319,8 @@ def score(
     )
     out.confirmed_by_harness = sum(1 for t in confirms if t["by"] == "harness" and t["passed"])
     got = subprocess.run(
-        [binary, "metrics", itask.TASK, "--json"], cwd=repo, capture_output=True, text=True
+        [binary, "metrics", itask.TASK, "--json"], cwd=repo, capture_output=True, text=True,
+        env={**os.environ, "GIT_CKPT_SERVER": "off"},
     )
     if got.returncode == 0:
         try:
@@ -403,33 +412,46 @@ def plot(outcomes: list[Outcome], path: Path, max_k: int) -> str:
         plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install -e '.[bench]')"
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.8), dpi=90)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.1), dpi=80)
     styles = {"full": ("tab:green", "o"), "no-confirm": ("tab:olive", "v"),
               "no-brief": ("tab:purple", "s"), "brief-only": ("tab:orange", "^"),
               "baseline": ("tab:red", "x")}
     ks = list(range(1, max_k + 1))
+    panels = (
+        ("ratio", "redone work: step executions / steps"),
+        ("violations", "constraints broken after an interruption"),
+        ("wrong", "runs whose final tree differs (share)"),
+    )
     for driver in sorted({o.driver for o in outcomes}):
         for variant, (color, marker) in styles.items():
             group = [o for o in outcomes if o.driver == driver and o.variant == variant]
             if not group:
                 continue
             line = "-" if driver == "cli" else ":"
-            label = variant if driver == "cli" else f"{variant} (hooks)"
-            for ax, key in zip(axes, ("ratio", "violations"), strict=True):
-                xs = [k for k in ks if any(o.interruptions == k for o in group)]
-                ys = [mean([float(getattr(o, key)) for o in group if o.interruptions == k])
-                      for k in xs]
-                ax.plot(xs, ys, line, color=color, marker=marker, label=label)
-    axes[0].set_title("redone work: step executions / steps")
-    axes[1].set_title("constraints broken after the first interruption")
-    for ax in axes:
-        ax.set_xlabel("interruptions in the run")
-        ax.set_xticks(ks)
+            label = variant if driver == "cli" else f"{variant} (Claude Code hooks)"
+            xs = [k for k in ks if any(o.interruptions == k for o in group)]
+            for ax, (key, _title) in zip(axes, panels, strict=True):
+                ys = [
+                    mean([
+                        float(not o.tree_equal) if key == "wrong" else float(getattr(o, key))
+                        for o in group if o.interruptions == k
+                    ])
+                    for k in xs
+                ]
+                ax.plot(xs, ys, line, color=color, marker=marker, label=label, alpha=0.85)
+    runs_per_k = {k: len({o.seed for o in outcomes if o.interruptions == k}) for k in ks}
+    for ax, (_key, title) in zip(axes, panels, strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("interruptions in the run (seeds)")
+        ax.set_xticks(ks, [f"{k} ({runs_per_k[k]})" for k in ks])
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean over seeds")
-    axes[1].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    axes[1].set_ylim(bottom=0)
+    axes[2].set_ylim(-0.03, 1.03)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return f"plot written: {path}"
 
@@ -445,10 +467,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only the first N steps of the task (the smoke test: 3)")
     parser.add_argument("--skim", type=float, default=0.1,
                         help="chance the agent skims over one constraint of a brief")
+    parser.add_argument("--fresh", type=float, default=0.5,
+                        help="chance a restarted session cannot continue its transcript")
     parser.add_argument("--out", default=str(HERE), help="where the PNG and JSON go")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
+    parser.add_argument("--replot", metavar="RESULTS_JSON",
+                        help="only print the table and draw the plot of an earlier run")
     args = parser.parse_args(argv)
+    if args.replot:
+        saved = json.loads(Path(args.replot).read_text())
+        loaded = [Outcome(**o) for o in saved["runs"]]
+        print_report(summarise(loaded), len({o.seed for o in loaded}), args.steps)
+        print(plot(loaded, Path(args.out) / "interruptions.png", args.max_interruptions))
+        return 0
     variants = [v for v in args.variants.split(",") if v]
     drivers = [d for d in args.drivers.split(",") if d]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -471,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                     if driver == "claude-code" and variant not in HOOK_VARIANTS:
                         continue
                     o = run_one(root, template, reference, seed, driver, variant, plan,
-                                args.skim, binary, args.steps)
+                                args.skim, binary, args.steps, args.fresh)
                     outcomes.append(o)
                     print(
                         f"seed {seed} {driver:11} {variant:10} k={o.interruptions} "
@@ -498,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.monotonic() - began, 1),
         "argv": sys.argv[1:] if argv is None else argv,
         "skim": args.skim,
+        "fresh": args.fresh,
     }
     (out / "results.json").write_text(
         json.dumps({"meta": meta, "summary": rows, "runs": [asdict(o) for o in outcomes]},

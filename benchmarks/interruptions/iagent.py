@@ -11,7 +11,11 @@ step's actions it has done. It works through the task of `itask.py` and talks to
   (SessionStart, PostToolUse, PreCompact, Stop, StopFailure, SessionEnd).
 
 It is *forgetful*: a compaction cuts its context to a summary of its progress, and the
-constraints go; it keeps doing the task, and where a forgotten constraint mattered it does
+constraints go; a restarted session whose transcript could not be continued (`fresh`,
+drawn by the driver) starts from nothing at all, and in the Claude Code driver starts as
+a new session (SessionStart `startup`, nothing injected), after which the agent runs
+`git ckpt resume` itself, as the CLAUDE.md block tells it to. It keeps doing the task,
+and where a forgotten constraint mattered it does
 what a model without it would (`itask.act`). It learns constraints only from what it is
 given: the recovery brief (`- [id] (severity) text` lines) or a refused restatement naming
 the constraint. It reads a brief imperfectly: each constraint line is skimmed over with
@@ -258,7 +262,13 @@ class Agent:
                 self.hook("SessionStart", source="startup")
             return
         recovering = self.variant["verify"]
-        if self.hooks and recovering:
+        if self.spec.get("fresh"):  # the transcript could not be continued: a new context
+            self.mem = Memory(known=[])
+            self.trace(kind="fresh_context")
+        if self.hooks and recovering and self.spec.get("fresh"):
+            self.hook("SessionStart", source="startup")  # a new session: nothing injected
+            context, restart = self.resume_cli(restore=False), True
+        elif self.hooks and recovering:
             context = str(
                 self.hook("SessionStart", source="resume")
                 .get("hookSpecificOutput", {})
