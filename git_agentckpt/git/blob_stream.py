@@ -9,14 +9,13 @@ from the object header first, so the choice costs no read of the content.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from collections.abc import Callable, Iterator
 
 import pygit2
 
-from git_agentckpt.errors import CorruptError, NotFound, OperationFailed, RepositoryError
+from git_agentckpt.errors import CorruptError, NotFound, OperationFailed
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.run import env_for, error_lines
+from git_agentckpt.git.run import error_lines, popen_git
 
 WHOLE = 8 << 20
 PIECE = 1 << 20
@@ -43,17 +42,7 @@ def blob_pieces(repo: GitRepo, oid: str) -> Iterator[bytes]:
 
 
 def _streamed(repo: GitRepo, oid: str, size: int) -> Iterator[bytes]:
-    try:
-        proc = subprocess.Popen(
-            ["git", "cat-file", "blob", oid],
-            cwd=repo.workdir,
-            env=env_for(repo.workdir),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    except FileNotFoundError as exc:
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    proc = popen_git(["cat-file", "blob", oid], repo.workdir)
     assert proc.stdout is not None and proc.stderr is not None
     got = 0
     try:

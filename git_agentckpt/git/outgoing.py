@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from git_agentckpt.errors import OperationFailed, RepositoryError
+from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.run import env_for, error_lines, run_git
+from git_agentckpt.git.run import error_lines, popen_git, run_git
 
 CHUNK = 1 << 20
 BATCH_BYTES = 32 << 20
@@ -98,17 +98,8 @@ def _read_batch(repo: GitRepo, ids: Sequence[str]) -> Iterator[tuple[str, Iterat
 def _stream(repo: GitRepo, ids: Sequence[str]) -> Iterator[tuple[str, Iterator[bytes]]]:
     if not ids:
         return
-    try:
-        proc = subprocess.Popen(
-            ["git", "cat-file", "--batch=%(objectname) %(objectsize)"],
-            cwd=repo.workdir,
-            env=env_for(repo.workdir),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    except FileNotFoundError as exc:
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    batch = ["cat-file", "--batch=%(objectname) %(objectsize)"]
+    proc = popen_git(batch, repo.workdir, stdin=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     stdin = proc.stdin
 
@@ -176,16 +167,7 @@ def commits_bringing(
         *exclude,
         "--",
     ]
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=repo.workdir,
-            env=env_for(repo.workdir),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except FileNotFoundError as exc:
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    proc = popen_git(args, repo.workdir, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     found: dict[str, str] = {}
     commit = ""

@@ -146,19 +146,33 @@ def subcommand(args: Sequence[str]) -> str:
     return args[0] if args else "git"
 
 
-def stream_records(args: Sequence[str], *, cwd: str, chunk: int = 1 << 16) -> Iterator[bytes]:
-    """Run `git args…` (its output NUL-separated, e.g. `log -z`) and yield each record as
-    git writes it: the caller holds one record at a time, never the whole output."""
+def popen_git(
+    args: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    stdin: int = subprocess.DEVNULL,
+    stderr: int = subprocess.PIPE,
+) -> subprocess.Popen[bytes]:
+    """`git args…` started with its output on a pipe (the caller streams it), in the
+    environment `run_git` gives it; git missing is the one-line error."""
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             ["git", *args],
             cwd=cwd,
-            env=clean_env(_TARGETS.get(cwd, {})),
+            env=env_for(cwd, env),
+            stdin=stdin,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
         )
     except FileNotFoundError as exc:
         raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+
+
+def stream_records(args: Sequence[str], *, cwd: str, chunk: int = 1 << 16) -> Iterator[bytes]:
+    """Run `git args…` (its output NUL-separated, e.g. `log -z`) and yield each record as
+    git writes it: the caller holds one record at a time, never the whole output."""
+    proc = popen_git(args, cwd)
     assert proc.stdout is not None and proc.stderr is not None
     rest = b""
     try:

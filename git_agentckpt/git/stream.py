@@ -13,8 +13,7 @@ import selectors
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from git_agentckpt.errors import RepositoryError
-from git_agentckpt.git.run import env_for
+from git_agentckpt.git.run import popen_git
 
 
 def run_git_streaming(
@@ -25,17 +24,7 @@ def run_git_streaming(
     on_stdout_line: Callable[[bytes], None] | None = None,
     on_stderr: Callable[[bytes], None] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=cwd,
-            env=env_for(cwd, env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    except FileNotFoundError as exc:
-        raise RepositoryError("git is not installed or not on PATH", hint="install git") from exc
+    proc = popen_git(args, cwd, env)
     assert proc.stdout is not None and proc.stderr is not None
     out: list[bytes] = []
     err: list[bytes] = []
