@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import cast
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, ObjectType
-from pygit2.ffi import C
 
 from git_agentckpt.errors import (
     CorruptError,
@@ -25,15 +24,12 @@ from git_agentckpt.errors import (
 )
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
-from git_agentckpt.git.ref_create import create_ref
+from git_agentckpt.git.ref_moves import RefMoves
 from git_agentckpt.git.run import keep_object_dirs, stream_records, target, untarget
 from git_agentckpt.git.signing import Identity, commit_signed, signing_of
-from git_agentckpt.git.syserr import last_error_class, system_error, translated
-from git_agentckpt.retry import retry
+from git_agentckpt.git.syserr import translated
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-STALE_LOCK_SECONDS = 5.0
-T = TypeVar("T")
 
 _STATUS = {
     DeltaStatus.ADDED: "A",
@@ -71,11 +67,6 @@ class TreeFile:
     mode: int
 
 
-def retry_cas(attempt: Callable[[], T | None], what: str, tries: int = 200) -> T:
-    """Run `attempt` until it returns non-None (`retry.retry`: jittered backoff)."""
-    return retry(attempt, what=what, tries=tries)
-
-
 def reset_environment_caches() -> None:
     """Make libgit2 read HOME, XDG_CONFIG_HOME and the like again.
 
@@ -94,7 +85,7 @@ def reset_environment_caches() -> None:
     pygit2.option(pygit2.enums.Option.SET_HOMEDIR, None)
 
 
-class GitRepo:
+class GitRepo(RefMoves):
     """An opened, non-bare repository."""
 
     def __init__(self, repo: pygit2.Repository, *, allow_bare: bool = False) -> None:
@@ -177,91 +168,6 @@ class GitRepo:
         except (pygit2.GitError, KeyError, ValueError):
             return False
 
-    def read_ref(self, name: str) -> str | None:
-        try:
-            ref = self._repo.references.get(name)
-        except (pygit2.GitError, ValueError):
-            return None
-        if ref is None:
-            return None
-        return str(ref.resolve().target)
-
-    def list_refs(self, prefix: str) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for name in self._repo.references:
-            if name.startswith(prefix):
-                value = self.read_ref(name)
-                if value is not None:
-                    out[name] = value
-        return out
-
-    def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
-        """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`."""
-        if old is None:
-            return self._create_ref(name, new)
-        try:
-            ref = self._repo.references.get(name)
-            if ref is None or str(ref.target) != old:
-                return False
-            ref.set_target(new, message)
-            return True
-        except pygit2.AlreadyExistsError:
-            return False
-        except (pygit2.GitError, OSError) as exc:
-            return self._set_target_failed(name, new, old, exc, last_error_class())
-
-    def _set_target_failed(self, name: str, new: str, old: str, exc: Exception, klass: int) -> bool:
-        """Why `set_target` failed: a lost race (False: read again and retry) or an error.
-
-        pygit2 keeps libgit2's error class but drops its code, so the cases are told
-        apart by the class, not by the message text: GIT_EMODIFIED (class REFERENCE:
-        the ref is no longer `old`) and GIT_ELOCKED (class OS: another writer holds
-        `<ref>.lock`) are lost races; an OS-class error naming a system errno is a
-        system refusal. (REFERENCE is also the class of "target OID doesn't exist":
-        that one is told by looking for the object.)
-        """
-        refused = system_error(exc, self.common_dir, f"cannot update {name}")
-        if refused is not None:
-            raise refused from exc
-        if klass == C.GIT_ERROR_REFERENCE:
-            if not self.exists(new):
-                raise CorruptError(
-                    f"cannot move {name} from {old[:12]}: its new value {new} is not stored",
-                    hint="run the command again; if it fails again, run `git fsck`",
-                ) from exc
-            return False
-        if klass == C.GIT_ERROR_OS:
-            self._break_stale_lock(name)
-            return False
-        raise RepositoryError(f"cannot update {name}: {exc}") from exc
-
-    def _create_ref(self, name: str, new: str) -> bool:
-        """Create `name` at `new` only if it does not exist (`git/ref_create.py`)."""
-        return create_ref(self.common_dir, name, new, lambda: self._break_stale_lock(name))
-
-    def _break_stale_lock(self, name: str) -> None:
-        """A ref lock left by a killed writer (libgit2 holds one for microseconds), removed
-        only when no live process can own it (`git/leftovers.py`)."""
-        from git_agentckpt.git.leftovers import break_if_abandoned  # rare: not at start-up
-
-        for lock in (
-            os.path.join(self.common_dir, name + ".lock"),
-            os.path.join(self.common_dir, "packed-refs.lock"),
-        ):
-            break_if_abandoned(self, lock, STALE_LOCK_SECONDS)
-
-    def update_ref(self, name: str, message: str, compute: Callable[[str | None], str]) -> str:
-        """Compare-and-swap `name` to `compute(old)`, retrying with jitter on a lost race."""
-
-        def attempt() -> str | None:
-            old = self.read_ref(name)
-            new = compute(old)
-            if new == old:
-                return new
-            return new if self.cas_ref(name, new, old, message) else None
-
-        return retry_cas(attempt, f"updating {name}")
-
     # -- objects ------------------------------------------------------------
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
@@ -290,12 +196,18 @@ class GitRepo:
 
     def read_tree_raw(self, oid: str) -> bytes:
         """The stored body of a tree object, entries exactly as written (see `tree_check`)."""
+        return self._read_raw(oid, ObjectType.TREE, "tree")
+
+    def _read_raw(self, oid: str, kind: ObjectType, what: str) -> bytes:
+        """An object's body as stored, through the object database (no parsing)."""
         try:
-            kind, data = self._repo.odb.read(oid)
+            got, data = self._repo.odb.read(oid)
         except (KeyError, ValueError) as exc:
             raise NotFound(f"object {oid} is not in the repository") from exc
-        if kind != pygit2.enums.ObjectType.TREE:
-            raise CorruptError(f"object {oid} is not a tree")
+        except pygit2.GitError as exc:
+            raise _damaged(oid, exc) from exc
+        if got != kind:
+            raise CorruptError(f"object {oid} is not a {what}")
         return bytes(data)
 
     def exists(self, oid: str) -> bool:
@@ -310,11 +222,7 @@ class GitRepo:
         except (KeyError, ValueError) as exc:
             raise NotFound(f"object {oid} is not in the repository") from exc
         except pygit2.GitError as exc:  # stored but unreadable: a hash mismatch, a bad pack
-            why = (str(exc).splitlines() or ["unreadable"])[0].removeprefix(f"{oid}: ")
-            raise CorruptError(
-                f"object {oid} is damaged ({why})",
-                hint="`git ckpt verify` names what it belongs to; `git fsck` checks the store",
-            ) from exc
+            raise _damaged(oid, exc) from exc
 
     def resolve_prefix(self, prefix: str) -> str | None:
         try:
@@ -413,24 +321,16 @@ class GitRepo:
     def commit_head(self, oid: str) -> str:
         """A commit's header as stored (tree, parents, author, committer, …), without
         its message: what the next event commit's Log-Digest binds."""
-        try:
-            kind, data = self._repo.odb.read(oid)
-        except (KeyError, ValueError) as exc:
-            raise NotFound(f"object {oid} is not in the repository") from exc
-        except pygit2.GitError as exc:
-            raise CorruptError(f"object {oid} is damaged ({exc})") from exc
-        if kind != ObjectType.COMMIT:
-            raise CorruptError(f"object {oid} is not a commit")
-        return bytes(data).partition(b"\n\n")[0].decode("utf-8", "surrogateescape")
+        head = self._read_raw(oid, ObjectType.COMMIT, "commit").partition(b"\n\n")[0]
+        return head.decode("utf-8", "surrogateescape")
 
     def is_signed(self, oid: str) -> bool:
         """Whether the commit object carries a signature header (`gpgsig`), as stored."""
         try:
-            kind, data = self._repo.odb.read(oid)
-        except (KeyError, ValueError, pygit2.GitError):
+            head = self._read_raw(oid, ObjectType.COMMIT, "commit").partition(b"\n\n")[0]
+        except (NotFound, CorruptError):
             return False
-        head = bytes(data).partition(b"\n\n")[0]
-        return kind == ObjectType.COMMIT and (b"\ngpgsig" in head or head.startswith(b"gpgsig"))
+        return b"\ngpgsig" in head or head.startswith(b"gpgsig")
 
     def signature(self) -> pygit2.Signature:
         try:
@@ -534,3 +434,12 @@ class GitRepo:
         except (KeyError, pygit2.GitError):
             return None
         return str(value)
+
+
+def _damaged(oid: str, exc: Exception) -> CorruptError:
+    """A stored object libgit2 cannot read (a hash mismatch, a bad pack), named."""
+    why = (str(exc).splitlines() or ["unreadable"])[0].removeprefix(f"{oid}: ")
+    return CorruptError(
+        f"object {oid} is damaged ({why})",
+        hint="`git ckpt verify` names what it belongs to; `git fsck` checks the store",
+    )

@@ -16,7 +16,8 @@ from collections.abc import Iterator, Sequence
 
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, CorruptError
-from git_agentckpt.git.repo import CommitInfo, GitRepo, retry_cas
+from git_agentckpt.git.ref_moves import retry_cas
+from git_agentckpt.git.repo import CommitInfo, GitRepo
 from git_agentckpt.model import Event, NewEvent, check_event_type, dumps, iso_now, new_ulid
 from git_agentckpt.redact import Redactor, default_redactor
 from git_agentckpt.store.payloads import refs_in, store_apart, tree_of

@@ -35,7 +35,8 @@ from git_agentckpt.errors import (
     NotFound,
     RepositoryError,
 )
-from git_agentckpt.git.repo import GitRepo, retry_cas
+from git_agentckpt.git.ref_moves import retry_cas
+from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.transport import PushedRef, fetch_into, push_refs, remote_key
 from git_agentckpt.model import JSON
 from git_agentckpt.progress import GitMeters
