@@ -318,11 +318,11 @@ class GitRepo(RefMoves):
         with self._writing():
             return str(self._repo.odb.write(ObjectType.COMMIT, raw))
 
-    def commit_head(self, oid: str) -> str:
-        """A commit's header as stored (tree, parents, author, committer, …), without
-        its message: what the next event commit's Log-Digest binds."""
-        head = self._read_raw(oid, ObjectType.COMMIT, "commit").partition(b"\n\n")[0]
-        return head.decode("utf-8", "surrogateescape")
+    def commit_text(self, oid: str) -> tuple[str, str]:
+        """A commit's header (tree, parents, author, committer, …) and message, as stored,
+        in one read: what the next event commit's Log-Digest and Parent-Head bind."""
+        head, _, message = self._read_raw(oid, ObjectType.COMMIT, "commit").partition(b"\n\n")
+        return head.decode("utf-8", "surrogateescape"), message.decode("utf-8", "replace")
 
     def is_signed(self, oid: str) -> bool:
         """Whether the commit object carries a signature header (`gpgsig`), as stored."""

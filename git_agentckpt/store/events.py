@@ -87,7 +87,7 @@ def split_digest(message: str) -> tuple[str, str | None]:
 def with_digest(content: str, parent_message: str | None, parent_head: str = "") -> str:
     """`content` (ending in a newline) with, when it has a first parent, a `Parent-Head`
     line binding that parent's tree, author and committer (`parent_head`: its stored
-    header, `GitRepo.commit_head`), then its `Log-Digest` trailer."""
+    header, `GitRepo.commit_text`), then its `Log-Digest` trailer."""
     parent = split_digest(parent_message)[1] if parent_message is not None else None
     if parent_head:
         content += f"{PARENT_HEAD}: {head_digest(parent_head)}\n"
@@ -149,8 +149,7 @@ class EventLog:
                 for i, ev in enumerate(clean)
             ]
             body = "\n".join(dumps(e.to_json()) for e in events)
-            parent_message = self.repo.read_commit(old).message if old else None
-            parent_head = self.repo.commit_head(old) if old else ""
+            parent_head, parent_message = self.repo.commit_text(old) if old else ("", None)
             content = _subject(events) + "\n\n" + body + "\n"
             message = with_digest(content, parent_message, parent_head)
             commit = self.repo.commit(tree, [old] if old else [], message, sign=True)
@@ -207,9 +206,8 @@ class EventLog:
         subject = f"merge {len(gained)} event(s) from {self.redactor.text(origin)}"
         body = "\n".join(dumps(e.to_json()) for e in gained)
         content = subject + "\n\n" + (body + "\n" if body else "")
-        message = with_digest(
-            content, self.repo.read_commit(ours).message, self.repo.commit_head(ours)
-        )
+        head, ours_message = self.repo.commit_text(ours)
+        message = with_digest(content, ours_message, head)
         tree = tree_of(self.repo, [b for e in gained for b in refs_in(e.to_json())])
         return self.repo.commit(tree, [ours, theirs], message, sign=True), len(gained)
 
