@@ -106,9 +106,6 @@ class GitRepo(RefMoves):
         # Snapshots leave out untracked files above this size (`git/large.py`); the
         # facade sets it from `[snapshot] max_file_size` (0: no cap).
         self.max_file_size = DEFAULT_MAX_FILE_SIZE
-        # object directories read besides the store's own (a push's quarantine): git run
-        # to read objects (`git/signing.py`) is told of them too
-        self.extra_object_dirs: list[str] = []
         self.workdir = workdir.rstrip("/")
         self.git_dir = repo.path.rstrip("/")
         common = os.path.join(self.git_dir, "commondir")
@@ -144,7 +141,6 @@ class GitRepo(RefMoves):
         found = [os.path.abspath(d) for d in dirs if d and os.path.isdir(d)]
         for d in found:
             self._repo.odb.add_disk_alternate(d)
-            self.extra_object_dirs.append(d)
         keep_object_dirs(self.workdir, found)  # and git run here (run_git strips the vars)
 
     # -- refs ---------------------------------------------------------------

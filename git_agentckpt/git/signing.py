@@ -21,7 +21,6 @@ against `gpg.ssh.allowedSignersFile`, for openpgp and x509 against the keyring.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -75,7 +74,6 @@ class ConfigReader(Protocol):
     """What the signing decision needs of a repository (`GitRepo` is one)."""
 
     workdir: str
-    extra_object_dirs: list[str]
 
     def config_get(self, key: str) -> str | None: ...
 
@@ -272,13 +270,10 @@ def _told_apart(repo: ConfigReader, check: SignatureCheck) -> SignatureCheck:
 
 
 def _log(repo: ConfigReader, args: list[str], stdin: bytes | None) -> bytes:
-    extra = {}
-    if repo.extra_object_dirs:  # a push's quarantine, read by the caller too
-        extra["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = os.pathsep.join(repo.extra_object_dirs)
-    proc = subprocess.run(
+    proc = subprocess.run(  # env_for: a push's quarantine too (`run.keep_object_dirs`)
         ["git", *args],
         cwd=repo.workdir,
-        env=env_for(repo.workdir, extra),
+        env=env_for(repo.workdir),
         input=stdin,
         capture_output=True,
         check=False,

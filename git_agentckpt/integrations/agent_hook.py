@@ -66,7 +66,6 @@ LOG_FILE = "hooks.log"
 LOG_MAX_BYTES = 1 << 20  # then hooks.log becomes hooks.log.1 (one generation kept)
 QUOTA_ERRORS = ("rate_limit", "billing_error")
 DEFAULT_CONTEXT_WINDOW = 200_000  # Claude Code's transcripts do not say; GIT_CKPT_CONTEXT_WINDOW
-IGNORED = {"outcome": "ignored"}
 
 
 @dataclass(frozen=True)
