@@ -79,6 +79,7 @@ def remember(
     """Record (or refresh) `session_id` -> `task`, under a lock (hooks may run at once).
     `ended` True marks the session ended (SessionEnd), False open again (SessionStart),
     None leaves the mark as it was."""
+    from git_agentckpt.git.files import write_if_changed
     from git_agentckpt.git.worktree import locked
 
     path = _path(ws)
@@ -92,10 +93,7 @@ def remember(
         sessions[session_id] = entry  # newest last
         while len(sessions) > MAX_SESSIONS:
             sessions.pop(next(iter(sessions)))
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"v": 1, "sessions": sessions}, fh, indent=1)
-        os.replace(tmp, path)
+        write_if_changed(path, json.dumps({"v": 1, "sessions": sessions}, indent=1).encode())
 
 
 def last_session_ended(ws: Workspace, task: TaskName) -> bool | None:
