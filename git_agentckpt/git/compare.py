@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import watcher
+from git_agentckpt.git import direct_tree, watcher
 from git_agentckpt.git.convert import hash_worktree_files
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
@@ -89,6 +89,7 @@ def _compare_worktree(
     ]
     with locked(os.path.join(base, "index.flock")):
         env, config = prepare_index(repo, secret_paths)
+        direct_tree.catch_up(repo, base, env, config)  # the last tree, where it is behind
         shadow = shadow_git_dir(repo, base, expected_tree)
         if shadow is not None:  # one `git status` whose HEAD is the expected tree
             out = run_git(

@@ -179,10 +179,10 @@ def update_paths(
     Neither reads the index's name hash as `add` does (about 50 ms at 250k files).
     None when the caller must scan in full (git refused, or an odd case)."""
     try:
-        take, drop, new, became_dirs = _classify(repo, tree, paths)
+        take, drop, new, became_dirs = classify(repo, tree, paths)
         if secret_paths:  # tracked secrets keep their pinned blob; new ones are excluded
             take = [p for p in take if not match_excluded(secret_paths, p)]
-        take += _not_ignored(repo, config, new)
+        take += not_ignored(repo, config, new)
     except (OSError, ValueError, UnicodeError) as exc:
         watcher.log_line(agent_dir, f"full scan: cannot list the changed paths ({exc})")
         return None
@@ -224,7 +224,7 @@ def _run_update(
     return proc.returncode == 0
 
 
-def _classify(
+def classify(
     repo: GitRepo, tree: str, paths: Sequence[str]
 ) -> tuple[list[str], list[str], list[str], list[str]]:
     """(tracked paths to update, paths to drop, untracked candidates, files that
@@ -303,7 +303,7 @@ def _walk(workdir: str, top: str) -> list[str]:
     return out
 
 
-def _not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> list[str]:
+def not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> list[str]:
     """The untracked `paths` git's ignore rules keep (`check-ignore --no-index`: the
     same rules as `add`, a directory's exclusion included, without reading the index)."""
     if not paths:
@@ -320,16 +320,18 @@ def _not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> 
     return [p for p in paths if p not in ignored]
 
 
-def finish(agent_dir: str, chosen: Plan, tree: str) -> None:
-    """Stamp the snapshot just written (under the private index's flock)."""
+def finish(agent_dir: str, chosen: Plan, tree: str, behind: Sequence[str] = ()) -> None:
+    """Stamp the snapshot just written (under the private index's flock); `behind`: the
+    paths where the private index does not hold `tree`'s entries (`direct_tree.py`)."""
     if chosen.view is None:
         return
     link_shared_index(agent_dir)
     index = unchanged.index_file_stamp(agent_dir) or ""
     rules = unchanged.excludes_digest(agent_dir)
-    watcher.write_stamp(
-        agent_dir, watcher.Stamp(chosen.view.watcher_id, chosen.view.seq, tree, index, rules)
+    stamp = watcher.Stamp(
+        chosen.view.watcher_id, chosen.view.seq, tree, index, rules, tuple(sorted(behind))
     )
+    watcher.write_stamp(agent_dir, stamp)
 
 
 def unchanged_tree(agent_dir: str, chosen: Plan) -> str | None:

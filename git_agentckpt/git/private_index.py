@@ -392,6 +392,11 @@ def remember_dropped(repo: GitRepo, base: str, removed: Sequence[str]) -> None:
         _save_dropped(base, _load_dropped(base) | tracked)
 
 
+def dropped_waiting(repo: GitRepo, base: str) -> bool:
+    """Whether a remembered dropped path exists again (`bring_back_dropped` would act)."""
+    return any(_is_file(repo, p) for p in _load_dropped(base))
+
+
 def bring_back_dropped(repo: GitRepo, base: str, env: Mapping[str, str]) -> bytes:
     """Force-add the remembered paths whose file exists again; `add --verbose` output."""
     dropped = _load_dropped(base)

@@ -184,6 +184,11 @@ class GitRepo(RefMoves):
         with self._writing():
             return str(self._repo.create_blob(data))
 
+    def write_blob_from_file(self, path: str) -> str:
+        """Store the bytes of the file at `path` as they are (no filter applies)."""
+        with self._writing():
+            return str(self._repo.create_blob_fromdisk(path))
+
     def read_blob(self, oid: str) -> bytes:
         obj = self._lookup(oid)
         if not isinstance(obj, pygit2.Blob):

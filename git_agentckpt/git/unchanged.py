@@ -25,6 +25,7 @@ means None: the caller takes the full snapshot, which is always right.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -62,6 +63,12 @@ def remember(base: str, tree: str) -> None:
         return
     doc = {"v": 1, "tree": tree, "index": stamp, "exclude": excludes_digest(base)}
     write_if_changed(os.path.join(base, _LAST), json.dumps(doc, sort_keys=True).encode())
+
+
+def forget(base: str) -> None:
+    """The private index no longer describes the last tree (`direct_tree.py`)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(base, _LAST))
 
 
 def _last(base: str) -> tuple[str, str, str] | None:

@@ -342,14 +342,16 @@ class TreeWatcher:
 class Stamp:
     """`.git/agent/watch.json`: which watcher's changes the last snapshot took in
     (up to `seq`), the tree it wrote, the private index it left (`unchanged.
-    index_file_stamp`: a write by anything else makes the stamp stale) and the
-    excludes it was written with."""
+    index_file_stamp`: a write by anything else makes the stamp stale), the
+    excludes it was written with, and the paths where that index is behind the
+    tree (written without git, `direct_tree.py`)."""
 
     watcher_id: str
     seq: int
     tree: str
     index: str
     rules: str
+    behind: tuple[str, ...] = ()
 
 
 def stamp_path(agent_dir: str) -> str:
@@ -366,8 +368,9 @@ def read_stamp(agent_dir: str) -> Stamp | None:
             str(doc["tree"]),
             str(doc["index"]),
             str(doc["rules"]),
+            tuple(str(p) for p in doc.get("behind", ())),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # a cache: a full scan makes it again
 
 
@@ -384,6 +387,7 @@ def write_stamp(agent_dir: str, stamp: Stamp) -> None:
         "tree": stamp.tree,
         "index": stamp.index,
         "rules": stamp.rules,
+        "behind": list(stamp.behind),
     }
     tmp = stamp_path(agent_dir) + f".{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

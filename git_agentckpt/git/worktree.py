@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import incremental, large, private_index, unchanged, watcher
+from git_agentckpt.git import direct_tree, incremental, large, private_index, unchanged, watcher
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
@@ -179,6 +179,10 @@ def _add_and_write(
     chosen = incremental.plan(repo, base, seeded, sparse)
     if chosen.view is not None:
         config = incremental.split_index(config)
+    direct = direct_tree.snapshot_tree(repo, base, config, chosen, secret_paths)
+    if direct is not None:
+        return _finish_direct(repo, base, chosen, direct, base_tree)
+    direct_tree.catch_up(repo, base, env, config)
     update = _update_changed(repo, base, env, config, chosen, secret_paths)
     if update is None:
         if chosen.reason:
@@ -210,6 +214,27 @@ def _add_and_write(
     if base_tree is not None:  # a tree diff skips the subtrees both share: no process
         changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
     return tree, changed
+
+
+def _finish_direct(
+    repo: GitRepo,
+    base: str,
+    chosen: incremental.Plan,
+    direct: direct_tree.DirectTree,
+    base_tree: str | None,
+) -> tuple[str, frozenset[str]]:
+    """A tree written without git (`direct_tree.py`): stamp it with the paths where the
+    private index is now behind it."""
+    private_index.remember_dropped(repo, base, direct.removed)
+    behind = set(chosen.stamp.behind if chosen.stamp is not None else ())
+    behind.update(direct.added, direct.removed)
+    incremental.finish(base, chosen, direct.tree, sorted(behind))
+    if behind:
+        unchanged.forget(base)
+    changed: frozenset[str] = frozenset()
+    if base_tree is not None:
+        changed = frozenset(c.path for c in repo.diff_trees(base_tree, direct.tree))
+    return direct.tree, changed
 
 
 def _update_changed(
