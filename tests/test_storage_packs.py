@@ -3,10 +3,12 @@ checkpoint stays readable and restorable (`git fsck` clean)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import git
 from helpers import ckpt, ckpt_json, write
 
@@ -82,3 +84,56 @@ def test_a_task_that_only_logs_events_stays_bounded_too(repo: Path) -> None:
     assert loose_objects(repo) < EVENTS_PER_PACK_CHECK
     logged = ckpt(repo, "log", "t", "--json").stdout.splitlines()  # JSON Lines
     assert len(logged) >= n
+
+
+def test_in_the_daemon_packing_runs_after_the_answer(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A call the daemon serves answers first; its loose objects are packed afterwards by
+    a detached process of its own (`after_reply.py`), and the repository stays sound."""
+    from daemon_helpers import ok, running_status, serving, wait_for
+
+    served = serving(monkeypatch, tmp_path)
+    next(served)
+    try:
+        ok(repo, "init")
+        running_status(repo)
+        ok(repo, "task", "start", "t", "--goal", "packed after the answer")
+        git(repo, "config", "ckpt.packObjects", "false")  # gather loose objects first
+        for i in range(12):
+            for k in range(3):
+                write(repo / "work" / f"f{k}.txt", content(i, k))
+            ok(repo, "create", "-t", "t", "-m", f"c{i}")
+        gathered = loose_objects(repo)
+        assert gathered > PACK_AT
+        served_before = running_status(repo)["served"]
+        git(repo, "config", "ckpt.packObjects", "true")
+        write(repo / "work" / "last.txt", "the last one\n")
+        ok(repo, "create", "-t", "t", "-m", "last")
+        assert running_status(repo)["served"] > served_before  # the daemon ran it
+        wait_for(lambda: loose_objects(repo) < 20, "the loose objects to be packed")
+        assert list((repo / ".git" / "objects" / "pack").glob("*.pack"))
+        fsck = subprocess.run(
+            ["git", "fsck", "--strict", "--no-dangling"], cwd=repo, capture_output=True, text=True
+        )
+        assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(served)
+
+
+def test_deferred_work_runs_at_once_outside_the_daemon() -> None:
+    from git_agentckpt import after_reply
+
+    ran: list[int] = []
+    after_reply.later(lambda: ran.append(1))
+    assert ran == [1]  # a process of its own: now
+    after_reply.defer_in_this_process()
+    try:
+        after_reply.later(lambda: ran.append(2))
+        after_reply.later(lambda: 1 / 0)  # an error stays the work's own
+        assert ran == [1]
+        assert after_reply.run_queued() == 2
+        assert ran == [1, 2]
+    finally:
+        after_reply._queue = None

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.blob_stream import blob_digest
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.secret_files import _may_be_secret
+from git_agentckpt.git.secret_files import may_be_secret
 from git_agentckpt.globs import match_excluded
 from git_agentckpt.model import JSON
 from git_agentckpt.paths import json_fields, json_safe, store_json
@@ -78,7 +78,7 @@ class SecretRule:
         self.lists = tuple(unique)
         # a first test that every path a list excludes passes (~1 µs): the exact
         # rules (pathspec, ~30 µs a list) only run for the few paths it lets through
-        self._quick = [_may_be_secret(p) for p in self.lists]
+        self._quick = [may_be_secret(p) for p in self.lists]
 
     def matches(self, path: str) -> bool:
         return any(

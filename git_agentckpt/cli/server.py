@@ -54,6 +54,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from git_agentckpt import after_reply
 from git_agentckpt.cli import daemon_find, daemon_peer, launch
 from git_agentckpt.cli.daemon_child import (
     BadRequest,
@@ -387,11 +388,13 @@ class Daemon:
             current = self
             for hook in self.in_child:
                 hook()
+            after_reply.defer_in_this_process()
             code = run_child(req)
         except BaseException as exc:
             child_failed(exc)
         finally:
             report_exit(own, code)
+            after_reply.run_detached()
             os._exit(code)
 
     def _client_gone(self, conn: Conn) -> None:

@@ -40,6 +40,7 @@ from git_agentckpt.git import incremental, private_index, unchanged, watcher
 from git_agentckpt.git.convert import checkin_converts
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
+from git_agentckpt.git.secret_files import may_be_secret
 from git_agentckpt.globs import match_excluded
 
 MAX_BEHIND = 2_000
@@ -81,7 +82,7 @@ def snapshot_tree(
     try:
         _settings_allow(repo, agent_dir)
         take, drop, new, became_dirs = incremental.classify(repo, stamp.tree, chosen.paths)
-        if secret_paths and any(match_excluded(secret_paths, p) for p in (*take, *drop, *new)):
+        if secret_paths and _any_secret(secret_paths, (*take, *drop, *new)):
             raise _GitsTurn
         new = incremental.not_ignored(repo, config, new)
         changes = _hashed(repo, [*take, *new], stamp.tree)
@@ -95,6 +96,11 @@ def snapshot_tree(
         return None
     added = sorted(p for p, e in changes.items() if e is not None)
     return DirectTree(tree, added, sorted(p for p, e in changes.items() if e is None))
+
+
+def _any_secret(secret_paths: Sequence[str], paths: Sequence[str]) -> bool:
+    quick = may_be_secret(tuple(secret_paths))  # a first test, ~1 µs a path
+    return any(quick(p) and match_excluded(secret_paths, p) for p in paths)
 
 
 def _settings_allow(repo: GitRepo, agent_dir: str) -> None:

@@ -161,7 +161,7 @@ def _unpin(repo: GitRepo, env: Mapping[str, str], paths: set[str]) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _may_be_secret(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+def may_be_secret(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     """A first test, true for every path `match_excluded(patterns, path)` accepts (and
     more: negations are ignored). A path matching a pattern has a component matching the
     pattern's first segment (`.env`, `*.pem`, `id_rsa*`, `.aws` of `**/.aws/credentials`):
@@ -207,7 +207,7 @@ def catch_added(
 ) -> set[str]:
     """Take back out of the private index every path `add` just added that matches
     `secret_paths` (a `.gitignore` re-included it): HEAD's blob, or nothing. Returns them."""
-    quick = _may_be_secret(tuple(secret_paths))
+    quick = may_be_secret(tuple(secret_paths))
     hits = {p for p in added if quick(p) and match_excluded(secret_paths, p)}
     if not hits:
         return hits

@@ -8,16 +8,15 @@ It returns data (dataclasses and JSON-ready dicts) and never prints.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from git_agentckpt import after_reply
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import (
     BadStateError,
-    CkptError,
     NotFound,
     RecoveringError,
     UsageError,
@@ -58,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
         return RestoreResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 EventLike = NewEvent | Mapping[str, Any]
 # every this many events, the loose objects are counted (and packed past PACK_AT)
@@ -231,12 +231,13 @@ class Workspace(TaskReader):
 
     def _pack_objects(self) -> None:
         """After the commit point, outside the task's lock: this checkpoint's loose objects
-        (and the events' since the last one) go into one pack (`git/packing.py`). The
-        checkpoint is committed already: a failure leaves the objects loose, nothing more."""
+        (and the events' since the last one) go into one pack (`git/packing.py`); in the
+        daemon after the caller has its answer (`after_reply.py`). The checkpoint is
+        committed already: a failure leaves the objects loose, nothing more."""
         if not packing.enabled(self.repo):
             return
-        with contextlib.suppress(CkptError, OSError):
-            packing.pack_loose(self.repo)
+        repo = self.repo
+        after_reply.later(lambda: packing.pack_loose(repo))
 
     def _checks_for_create(self, assertions: Sequence[Any]) -> list[JSON]:
         """The assertions `create` stores: check objects as given (the facade also parses
