@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import _socket
 import os
-import signal
 import sys
 import time
 
@@ -82,7 +81,10 @@ from git_agentckpt.cli.daemon_find import (
 
 TYPE_CHECKING = False  # no `import typing` here (see the module docstring)
 if TYPE_CHECKING:
+    import signal
     from collections.abc import Mapping, Sequence
+else:  # the C module: `signal` wraps it in enums, ~5 ms of every warm call's start-up
+    import _signal as signal
 
 
 PROTOCOL = "ckpt2"
@@ -121,7 +123,8 @@ def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) ->
                 elif entry.name.endswith(".py"):
                     newest = max(newest, entry.stat().st_mtime_ns)
                     count += 1
-    exe = f"{sys.executable}|{sys.prefix}"  # the venv, not only the interpreter behind it
+    # the venv, not only the interpreter behind it (python and python3 name the same one)
+    exe = f"{os.path.realpath(sys.executable)}|{sys.prefix}"
     try:  # installing or removing any package in the venv changes its site-packages
         site = os.stat(os.path.dirname(pkg)).st_mtime_ns
     except OSError:
