@@ -15,6 +15,7 @@ from typing import Any
 from git_agentckpt.errors import UsageError
 from git_agentckpt.model import JSON, NewEvent, RunInfo, find_step
 from git_agentckpt.settings import SETTINGS_PATH
+from git_agentckpt.store.chain_cache import last_full as last_full_checkpoint
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.costs import read_cost
 from git_agentckpt.store.log_index import read_index
@@ -94,18 +95,14 @@ def _scan(
 
 def derive_signals(ck: Workspace, task: TaskName, given: Signals, explicit: set[str]) -> Signals:
     """Fill in what the caller did not give (`explicit` names the fields it gave)."""
-    chain = ck.store.chain(task)
-    tip = next(chain, None)
-    last_full = (
-        tip
-        if tip is None or tip.kind == "full"
-        else next((c for c in chain if c.kind == "full"), None)
-    )
-    calls, steps, owed = _scan(ck, task, tip, last_full)
+    tip = next(ck.store.chain(task), None)
+    # the newest full one, kept per tip (store/chain_cache.py): no walk of the light ones
+    full = tip if tip is None or tip.kind == "full" else last_full_checkpoint(ck.store, task)
+    calls, steps, owed = _scan(ck, task, tip, full)
     note = ck.store.state_note(tip.commit) if tip else None
     derived: dict[str, Any] = {
         "last_checkpoint_at": float(tip.time) if tip else None,
-        "last_full_at": float(last_full.time) if last_full else None,
+        "last_full_at": float(full.time) if full else None,
         "calls_since": calls,
         "steps_since": steps,
         "usage_at_last_checkpoint": _share(note.get("usage")) if note else None,

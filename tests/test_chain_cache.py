@@ -13,7 +13,7 @@ from helpers import ckpt, write
 
 from git_agentckpt.api import Checkpointer
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.store.chain_cache import _path, cached_chain
+from git_agentckpt.store.chain_cache import _path, cached_chain, last_full
 from git_agentckpt.store.refs import TaskName
 
 T = TaskName("t")
@@ -93,3 +93,39 @@ def test_resume_with_a_long_history_reads_only_what_is_new(repo: Path) -> None:
     chain = set(walk(repo))
     assert len(chain) > 40
     assert len(chain & set(seen)) < 15, len(chain & set(seen))
+
+
+def _full(repo: Path) -> str | None:
+    ck = Checkpointer.open(str(repo))
+    found = last_full(ck.store, T)
+    return None if found is None else found.commit
+
+
+def _walked_full(repo: Path) -> str | None:
+    ck = Checkpointer.open(str(repo))
+    return next((c.commit for c in ck.store.chain(T) if c.kind == "full"), None)
+
+
+def test_the_last_full_checkpoint_is_kept_per_tip(repo: Path) -> None:
+    """`tick` asks for the newest full checkpoint at every call: after many light ones it
+    reads only the checkpoints made since it last asked, and it follows the ref back."""
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    write(repo / "a.txt", "a\n")
+    ckpt(repo, "create", "-t", "t", "-m", "full one")
+    full_one = _walked_full(repo)
+    for i in range(6):
+        write(repo / f"f{i}.txt", f"{i}\n")
+        ckpt(repo, "create", "-t", "t", "--light")
+    assert _full(repo) == full_one
+    ckpt(repo, "create", "-t", "t", "--light")
+    with reads() as seen:
+        assert _full(repo) == full_one
+    assert len(set(seen)) <= 2  # the new tip and the cached one, not the light ones before
+    write(repo / "b.txt", "b\n")
+    ckpt(repo, "create", "-t", "t", "-m", "full two")
+    assert _full(repo) == _walked_full(repo) != full_one
+    git(repo, "update-ref", "refs/agent/checkpoints/t", walk(repo)[3])  # moved back
+    assert _full(repo) == _walked_full(repo) == full_one
+    path = Path(_path(Checkpointer.open(str(repo)).store, T)).with_suffix(".full")
+    path.write_text('{"tip": "0000", "fields": [], "full": 7}')  # damaged
+    assert _full(repo) == full_one
