@@ -49,8 +49,11 @@ def run_queued() -> int:
 
 
 def run_detached() -> None:
-    """In a daemon child that has answered: what was queued, in a grandchild of its own
-    session with /dev/null for stdin, stdout and stderr. Returns at once in the child."""
+    """In a daemon child whose command returned, before it reports: what was queued, in a
+    grandchild of its own session that keeps none of the caller's files (its pipes see
+    their end when the child's end) and has /dev/null for stdin, stdout and stderr.
+    Returns at once in the child. Forked before the report: once the caller has its
+    answer and hangs up, the daemon may kill the child at any instant."""
     if not _queue:
         return
     try:
@@ -61,9 +64,10 @@ def run_detached() -> None:
         return
     try:
         os.setsid()
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
+        os.closerange(0, 1 << 20)
+        null = os.open(os.devnull, os.O_RDWR)  # 0
+        os.dup2(null, 1)
+        os.dup2(null, 2)
         run_queued()
     finally:
         os._exit(0)

@@ -397,8 +397,8 @@ class Daemon:
         except BaseException as exc:
             child_failed(exc)
         finally:
-            report_exit(own, code)
             after_reply.run_detached()
+            report_exit(own, code)
             os._exit(code)
 
     def _client_gone(self, conn: Conn) -> None:
