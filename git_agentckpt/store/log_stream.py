@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.repo import CommitInfo
@@ -27,6 +28,9 @@ from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.log_filter import LogFilter, details_line
 from git_agentckpt.store.payloads import MARK, load, payload_ref, placeholder, refs_in
 from git_agentckpt.store.refs import TaskName
+
+if TYPE_CHECKING:
+    from git_agentckpt.store.log_spool import ReverseSpool
 
 _decode = json.JSONDecoder().raw_decode
 
@@ -178,6 +182,81 @@ def stream(
             warn(_never_opened(f))
         return
     yield from _last(log, tip, limit, f, entries, warn)
+
+
+def rendered(
+    log: EventLog,
+    task: TaskName,
+    render: Callable[[LogEntry], str],
+    warn: Callable[[str], None],
+    full: bool = False,
+    filt: LogFilter | None = None,
+    merged: Callable[[], None] | None = None,
+) -> Iterator[str]:
+    """The whole log as `stream` gives it, each entry through `render`, in chunks of
+    lines (joined by newlines) oldest first. Read newest first (`walk_streamed`: git
+    then holds no message and works while this renders) and given back in reverse
+    through a spool (store/log_spool.py): memory stays flat. The warnings come in log
+    order, as `stream` gives them; `--since CHECKPOINT` shows from the oldest prepare
+    event of that checkpoint on, as `stream` does. `merged` is called (once, before the
+    first chunk) when an entry shown came in by a union merge."""
+    from git_agentckpt.store.log_spool import ReverseSpool
+
+    tip = log.repo.read_ref(task.events_ref)
+    if tip is None:
+        return
+    f = filt if filt is not None and not filt.empty else None
+    held: list[list[str]] = []  # each commit's warnings, the newest commit first
+    with ReverseSpool() as spool:
+        cut = _spool_back(log, tip, render, f, full, spool, held)
+        for said in reversed(held):
+            for line in said:
+                warn(line)
+        if cut is None and f is not None and f.since_commit is not None:
+            warn(_never_opened(f))
+            return
+        if merged is not None and spool.marked(cut):
+            merged()
+        yield from spool.back(cut)
+
+
+def _spool_back(
+    log: EventLog,
+    tip: str,
+    render: Callable[[LogEntry], str],
+    f: LogFilter | None,
+    full: bool,
+    spool: ReverseSpool,
+    held: list[list[str]],
+) -> int | None:
+    """`rendered`'s read: the entries `f` selects, rendered newest first into `spool`
+    (a block ends at each opening event of `f.since_commit`), each commit's warnings
+    added to `held`. Returns how many blocks `--since` shows (None: every block, or
+    with `since_commit`: its event never came)."""
+    from git_agentckpt.store.log_spool import BLOCK
+
+    opens = f.opens if f is not None and f.since_commit is not None else None
+    cut = None
+    block: list[str] = []
+    marked = False  # an entry of `block` came in by a merge
+    for info in log.repo.walk_streamed(tip):
+        said: list[str] = []
+        found = _entries(info, said.append)
+        if full:
+            found = [_full(log, info, e, said.append) for e in found]
+        if said:
+            held.append(said)
+        for e in reversed(found):
+            if f is None or f.match(e.obj):
+                block.append(render(e))
+                marked = marked or e.merged
+            opening = opens is not None and opens(e.obj)
+            if opening or len(block) >= BLOCK:
+                spool.add(block, marked)
+                marked = False
+                cut = spool.blocks if opening else cut
+    spool.add(block, marked)
+    return cut
 
 
 def _never_opened(f: LogFilter) -> str:
