@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from git_agentckpt.errors import CkptError
 from git_agentckpt.git.repo import CommitInfo
-from git_agentckpt.model import JSON, Event, summary_of
+from git_agentckpt.model import JSON, Event, summary_words
 from git_agentckpt.paths import json_safe
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.log_filter import LogFilter, details_line
@@ -35,8 +34,7 @@ if TYPE_CHECKING:
 _decode = json.JSONDecoder().raw_decode
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(NamedTuple):  # a tuple: made for every event of a long log, made fast
     obj: dict[str, JSON]  # the event's JSON object, checked
     line: str | None  # its stored text when that is already what we would print
     merged: bool  # brought in by a union merge from another clone
@@ -51,10 +49,10 @@ class LogEntry:
         """`  seq* ts  type step=… - message  [output: 98 KiB stored apart]`: the line
         `git ckpt log` prints (from the checked object: no Event is built per line)."""
         o = self.obj
-        what = summary_of(o["seq"], o["type"], o.get("links") or {}, o["actor"], o.get("data"))
+        what = summary_words(o["type"], o.get("links") or {}, o["actor"], o.get("data"))
         mark = "*" if self.merged else " "
         apart = f"  {self.stored_apart}" if self.stored_apart else ""
-        head = f"{o['seq']:>5}{mark} {o['ts']}  {what.split(' ', 1)[1]}{apart}"
+        head = f"{o['seq']:>5}{mark} {o['ts']}  {what}{apart}"
         if "input" not in o and "output" not in o and "data" not in o:
             return head
         shown = o  # a payload stored apart is named on the first line, not repeated
@@ -131,8 +129,8 @@ def _entries(info: CommitInfo, warn: Callable[[str], None]) -> list[LogEntry]:
             warn(f"event log commit {info.id[:12]} holds malformed JSON (skipped)")
             continue
         if isinstance(obj, dict) and _plain(obj):
-            text = line if "\\u" not in line else None
-            apart = placeholder(obj) if MARK in line else ""
+            text = None if "\\" in line and "\\u" in line else line  # (`in`: fast on one char)
+            apart = placeholder(obj) if "$" in line and MARK in line else ""
             out.append(LogEntry(obj, text, merged, info.id, apart))
             continue
         try:
