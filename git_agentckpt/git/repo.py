@@ -2,7 +2,8 @@
 
 This module and its siblings in `git_agentckpt/git/` are the only ones that
 import pygit2. They hand back plain strings (hex object ids) and small frozen
-dataclasses (named tuples where a long walk makes one per commit), and translate `pygit2.GitError` / `OSError` into `CkptError`s.
+dataclasses (named tuples where a long walk makes one per commit), and translate
+`pygit2.GitError` / `OSError` into `CkptError`s.
 """
 
 from __future__ import annotations

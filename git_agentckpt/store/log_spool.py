@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Self
 
 BLOCK = 512  # entries a block holds at most
-MEMORY = 4 << 20  # bytes kept in memory before the spool moves to a temporary file
+MEMORY = 1 << 20  # bytes kept in memory before the spool moves to a temporary file
 _CODEC = ("utf-8", "surrogatepass")  # any str comes back as it went in
 
 

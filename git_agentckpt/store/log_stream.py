@@ -1,13 +1,17 @@
 """Reading an event log as a stream: constant memory, one commit at a time.
 
-`git ckpt log` prints each event as its commit is read (oldest first: libgit2's
-walker holds the commit ids, never the messages), and `log -n N` reads only the last
-N events' commits. Events are stored as canonical JSON lines; a line that checks as a
-well-formed event is printed as stored, without being parsed into objects and encoded
-again. Anything else (another writer's spacing, extra keys, a number as text) goes
-through `Event.from_json`, as every read does, and a line that is not an event at all
-(damaged, or brought by a fetch from a careless writer) is skipped and named once as a
-warning. Big payloads stored apart (store/payloads.py) stay references here unless
+`stream` gives each event as its commit is read, oldest first (`git log --reverse`:
+this process holds one commit at a time, git itself holds every message until it can
+write the first), and with `-n N` reads only the last N events' commits, back from
+the tip. `git ckpt log` of a whole log goes through `rendered`: read newest first, as
+git streams it (git then holds nothing and works while the events are checked), each
+event rendered, and the lines given back oldest first through a spool
+(store/log_spool.py). Events are stored as canonical JSON lines; a line that checks as
+a well-formed event is printed as stored, without being parsed into objects and
+encoded again. Anything else (another writer's spacing, extra keys, a number as
+text) goes through `Event.from_json`, as every read does, and a line that is not an
+event at all (damaged, or brought by a fetch from a careless writer) is skipped and
+named once as a warning. Big payloads stored apart (store/payloads.py) stay references here unless
 the caller asks for them (`git ckpt log --full`). Filters (`--type`, `--step`,
 `--since`, `--actor`: store/log_filter.py) apply to each event as it is read; with
 `-n N` the walk back stops at the Nth matching event.
