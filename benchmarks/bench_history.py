@@ -4,6 +4,8 @@ and on one with a long one, side by side in one run.
     .venv/bin/python benchmarks/bench_history.py                 # 20k events, 500 ckpts
     .venv/bin/python benchmarks/bench_history.py --events 2000 --checkpoints 50 --rounds 5
     .venv/bin/python benchmarks/bench_history.py --log-events 100000   # the 100k log row
+    .venv/bin/python benchmarks/bench_history.py --log-events 100000 --only-log --keep /tmp/h
+        # only the log rows of the 100k log; the repository is kept in /tmp/h and reused
 
 Tasks built (through the API, one event per commit, as `git ckpt event` writes them):
 - `small`: 20 tool calls and 2 checkpoints;
@@ -318,33 +320,66 @@ def cold_rows(repo: Path, work: Path, rounds: int) -> list[dict[str, object]]:
     return rows
 
 
+def build_log_only(root: Path, log_events: int) -> Path:
+    """A repository holding only the `biglog` task's log (`--only-log`)."""
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "f.txt").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "initial")
+    calls_fast(repo, "biglog", log_events)
+    return repo
+
+
+def run(work: Path, args: argparse.Namespace) -> list[dict[str, object]]:
+    seal_environment(work)
+    os.environ["GIT_CKPT_SERVER"] = "off"
+    t0 = time.perf_counter()
+    repo = work / "repo"
+    if repo.is_dir():
+        print(f"[bench] reusing {repo} (built by an earlier --keep run)", flush=True)
+    elif args.only_log:
+        repo = build_log_only(work, args.log_events)
+    else:
+        repo = build(work, args.events, args.checkpoints, args.log_events)
+    what = f"{args.events} events, {args.checkpoints} checkpoints"
+    if args.only_log:
+        what = f"a log of {args.log_events} events"
+    print(
+        f"[bench] ready: {what} in {time.perf_counter() - t0:.0f} s; "
+        f"python {sys.version.split()[0]}, cli {cli_path()}",
+        flush=True,
+    )
+    if args.only_log:
+        return log_rows(repo, work, args.rounds, "biglog")
+    rows = in_process(repo, args.rounds)
+    rows += log_rows(repo, work, args.rounds, "long")
+    if args.log_events:
+        rows += log_rows(repo, work, max(3, args.rounds // 2), "biglog")
+    return rows + cold_rows(small_repo(work), work, args.rounds)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--events", type=int, default=20000)
     p.add_argument("--checkpoints", type=int, default=500)
     p.add_argument("--log-events", type=int, default=0, help="also a log of N events")
+    p.add_argument("--only-log", action="store_true", help="only the --log-events log rows")
+    p.add_argument("--keep", type=Path, help="build in this directory, keep it, reuse it")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--json", type=Path, help="write the rows here")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ckpt-bench-history-") as tmp:
-        work = Path(tmp)
-        seal_environment(work)
-        os.environ["GIT_CKPT_SERVER"] = "off"
-        t0 = time.perf_counter()
-        repo = build(work, args.events, args.checkpoints, args.log_events)
-        print(
-            f"[bench] built: {args.events} events, {args.checkpoints} checkpoints "
-            f"in {time.perf_counter() - t0:.0f} s; python {sys.version.split()[0]}, "
-            f"cli {cli_path()}",
-            flush=True,
-        )
-        rows = in_process(repo, args.rounds)
-        rows += log_rows(repo, work, args.rounds, "long")
-        if args.log_events:
-            rows += log_rows(repo, work, max(3, args.rounds // 2), "biglog")
-        rows += cold_rows(small_repo(work), work, args.rounds)
-        if args.json:
-            args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    if args.only_log and not args.log_events:
+        p.error("--only-log needs --log-events N")
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        rows = run(args.keep.resolve(), args)
+    else:
+        with tempfile.TemporaryDirectory(prefix="ckpt-bench-history-") as tmp:
+            rows = run(Path(tmp), args)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -132,21 +132,31 @@ class Event:
 def summary_of(
     seq: JSON, type_: str, links: Mapping[str, JSON], actor: Mapping[str, JSON], data: Any
 ) -> str:
-    """`Event.summary` from the fields (a reader of a long log calls it per line)."""
-    bits = [type_]
-    step = links.get("step")
-    if step:
-        bits.append(f"step={step}")
-    ckpt = links.get("checkpoint")
-    if isinstance(ckpt, str):
-        bits.append(f"checkpoint={ckpt[:12]}")
+    """`Event.summary` from the fields."""
+    return f"#{seq} " + summary_words(type_, links, actor, data)
+
+
+def summary_words(
+    type_: str, links: Mapping[str, JSON], actor: Mapping[str, JSON], data: Any
+) -> str:
+    """The summary without its `#seq `: `tool.call step=s1 by claude - message` (a
+    reader of a long log calls it per line: written for speed)."""
+    text = str(type_)
+    if links:
+        step = links.get("step")
+        if step:
+            text += f" step={step}"
+        ckpt = links.get("checkpoint")
+        if isinstance(ckpt, str):
+            text += f" checkpoint={ckpt[:12]}"
     agent = actor.get("agent")
     if agent:
-        bits.append(f"by {agent}")
-    text = (data.get("message") or data.get("status")) if isinstance(data, dict) else None
-    if isinstance(text, str) and text:
-        bits.append(f"- {text[:60]}")
-    return f"#{seq} " + " ".join(str(b) for b in bits)
+        text += f" by {agent}"
+    if isinstance(data, dict):
+        message = data.get("message") or data.get("status")
+        if isinstance(message, str) and message:
+            text += f" - {message[:60]}"
+    return text
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from helpers import ckpt, ckpt_json, walked
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import git_agentckpt
 from git_agentckpt.model import NewEvent
-from git_agentckpt.store.log_filter import details_line, parse_since, type_matches
+from git_agentckpt.store.log_filter import compact, details_line, parse_since, type_matches
 from git_agentckpt.store.refs import TaskName
 
 DETAIL = " " * 31
@@ -107,3 +109,22 @@ def test_text_shows_inputs_outputs_and_tokens_cut_and_clean(repo: Path) -> None:
     usage = {"output": {"usage": {"tokens": 7}}}
     assert details_line(usage) == 'out: {"usage": {"tokens": 7}} | tokens: 7'
     assert details_line({"data": {"tokens": 7}}) == "tokens: 7"
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(" ab…é"), max_size=8)  # printable: the fast path
+    | st.text(alphabet=st.sampled_from(" a\t\n\x1b\x7f\x85\xa0\u2028\u3000\ufeff"), max_size=8)
+    | st.text(max_size=90)
+)
+@example("a  b")
+@example(" a")
+@example("a\u00a0b")
+def test_compact_is_its_rule_for_any_text(text: str) -> None:
+    """compact() returns a short clean string as it is (fast path): the same as the rule,
+    controls and white space runs made one space, cut to the width."""
+    controls = {c: " " for c in [*range(32), *range(0x7F, 0xA0)]}
+    for width in (5, 72):
+        ruled = " ".join(text[: width * 8].translate(controls).split())
+        ruled = ruled if len(ruled) <= width else ruled[: width - 1] + "…"
+        assert compact(text, width) == ruled

@@ -136,3 +136,55 @@ def test_resume_reads_only_the_new_commits_of_a_long_log(repo: Path) -> None:
     work = outcome.brief.data["recent_work"]
     assert isinstance(work, list) and len(work) == 10
     assert all("tool.call" in str(w) for w in work) and '"i": 29' in str(work[-1])
+
+
+def test_the_whole_log_is_read_newest_first_and_printed_oldest_first(
+    repo: Path, monkeypatch: Any
+) -> None:
+    """`log TASK` reads the log as git streams it (newest first) and gives it back in
+    order through a spool: with tiny blocks and a spool that moves to a file at once, it
+    prints what reading back from the tip (`-n`) and reading oldest first
+    (`log_entries`) give, and the warnings in log order."""
+    from git_agentckpt.store import log_spool
+
+    start(repo)
+    calls(repo, 20, batch=3)
+    tip = git(repo, "rev-parse", "refs/agent/events/t")
+    empty = git(repo, "hash-object", "-t", "tree", "-w", "--stdin", input="")
+    bad = git(repo, "commit-tree", empty, "-p", tip, "-m", "x", "-m", "{broken}")
+    odd = git(repo, "commit-tree", empty, "-p", bad, "-m", "y", "-m", '{"v":2,"id":"z"}')
+    git(repo, "update-ref", "refs/agent/events/t", odd, tip)
+    calls(repo, 7)
+    monkeypatch.setattr(log_spool, "BLOCK", 4)
+    monkeypatch.setattr(log_spool, "MEMORY", 100)
+    for args in (["--json"], []):
+        whole = ckpt(repo, "log", "t", *args)
+        assert whole.stdout == ckpt(repo, "log", "t", "-n", "1000", *args).stdout
+        warnings = [x for x in whole.stderr.splitlines() if "warning" in x]
+        assert len(warnings) == 2 and bad[:12] in warnings[0] and odd[:12] in warnings[1]
+    forward = [e.json_line() for e in git_agentckpt.open(str(repo)).log_entries("t")]
+    assert ckpt(repo, "log", "t", "--json").stdout.splitlines() == forward
+
+
+def test_since_a_checkpoint_named_twice_shows_from_the_first(repo: Path) -> None:
+    """A log holding a checkpoint's prepare event twice (a careless writer): `--since`
+    shows from the first, read newest first or back from the tip alike."""
+    start(repo)
+    calls(repo, 3)
+    made = git_agentckpt.open(str(repo)).create("t", message="mid")
+    calls(repo, 3)
+    prepare = next(
+        x
+        for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()
+        if '"checkpoint.prepare"' in x and made.commit in x
+    )
+    again = json.loads(prepare) | {"id": "01AGAIN", "seq": 99}
+    tip = git(repo, "rev-parse", "refs/agent/events/t")
+    empty = git(repo, "hash-object", "-t", "tree", "-w", "--stdin", input="")
+    forged = git(repo, "commit-tree", empty, "-p", tip, "-m", "again", "-m", dumps(again))
+    git(repo, "update-ref", "refs/agent/events/t", forged, tip)
+    calls(repo, 2)
+    shown = ckpt(repo, "log", "t", "--json", "--since", made.id).stdout.splitlines()
+    assert shown[0] == prepare and len(shown) == 2 + 3 + 1 + 2  # prepare, commit: 2
+    only_calls = ckpt(repo, "log", "t", "--json", "--since", made.id, "--type", "tool.")
+    assert len(only_calls.stdout.splitlines()) == 3 + 2

@@ -216,23 +216,31 @@ def log(
 
     The text output shows each event's inputs, outputs and tokens on a second line,
     long values cut."""
+    from git_agentckpt.store.log_stream import LogEntry
+
     ck = open_reader(ctx)
     filt = ck.log_filter(task, types, step, since, actor)
-    entries = ck.log_entries(task, limit, full, filt)
-    out: list[str] = []
     merged_seen = False
-    for e in entries:  # printed as read: memory stays flat on a long log
-        if as_json:
-            out.append(e.json_line())
-        else:
+
+    def saw_merged() -> None:
+        nonlocal merged_seen
+        merged_seen = True
+
+    render = LogEntry.json_line if as_json else LogEntry.text_line
+    if limit is None:  # the whole log: rendered as git streams it, given back in order
+        for chunk in ck.log_rendered(task, render, full, filt, saw_merged):
+            click.echo(chunk)
+    else:
+        out: list[str] = []
+        for e in ck.log_entries(task, limit, full, filt):
+            out.append(render(e))
             merged_seen = merged_seen or e.merged
-            out.append(e.text_line())
-        if len(out) >= 512:
+            if len(out) >= 512:
+                click.echo("\n".join(out))
+                out.clear()
+        if out:
             click.echo("\n".join(out))
-            out.clear()
-    if out:
-        click.echo("\n".join(out))
-    if merged_seen:
+    if merged_seen and not as_json:
         click.echo("(* merged from another clone by fetch: its own number and time, in the order")
         click.echo("   the merge brought it in; numbers may repeat and times go back there)")
 

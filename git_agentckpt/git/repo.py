@@ -2,7 +2,8 @@
 
 This module and its siblings in `git_agentckpt/git/` are the only ones that
 import pygit2. They hand back plain strings (hex object ids) and small frozen
-dataclasses, and translate `pygit2.GitError` / `OSError` into `CkptError`s.
+dataclasses (named tuples where a long walk makes one per commit), and translate
+`pygit2.GitError` / `OSError` into `CkptError`s.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, ObjectType
@@ -41,8 +42,7 @@ _STATUS = {
 }
 
 
-@dataclass(frozen=True)
-class CommitInfo:
+class CommitInfo(NamedTuple):  # a tuple: made for each commit of a long log, made fast
     id: str
     tree: str
     parents: tuple[str, ...]
@@ -363,10 +363,19 @@ class GitRepo(RefMoves):
             current = info.parents[0] if info.parents else None
 
     def walk_oldest_first(self, tip: str) -> Iterator[CommitInfo]:
-        """The first-parent chain from its root to `tip`, oldest first, read as `git log`
-        writes it (one commit at a time: the messages are never all in memory).
-        `time` is not read (0)."""
-        args = ["log", "-z", "--first-parent", "--reverse", "--format=%H %T %P%n%B", tip, "--"]
+        """The first-parent chain from its root to `tip`, oldest first, read as `git log
+        --reverse` writes it (one commit at a time here; git itself holds every message
+        until it can write the first). `time` is not read (0)."""
+        return self._first_parent_log(tip, ["--reverse"])
+
+    def walk_streamed(self, tip: str) -> Iterator[CommitInfo]:
+        """The first-parent chain from `tip` back to its root, newest first, as `git log`
+        streams it: git holds no message and keeps working while the caller reads (the
+        whole chain: `walk` reads commit by commit, for a few). `time` is not read (0)."""
+        return self._first_parent_log(tip, [])
+
+    def _first_parent_log(self, tip: str, order: list[str]) -> Iterator[CommitInfo]:
+        args = ["log", "-z", "--first-parent", *order, "--format=%H %T %P%n%B", tip, "--"]
         for record in stream_records(args, cwd=self.workdir):
             head, _, message = record.partition(b"\n")
             ids = head.decode("ascii").split()

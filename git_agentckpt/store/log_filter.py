@@ -120,6 +120,15 @@ def compact(value: JSON, width: int = DETAIL_WIDTH) -> str:
     """A one-line rendering of a payload: strings as they are, anything else as compact
     JSON; runs of white space and control characters become one space (nothing from a
     payload reaches the terminal as a control sequence); cut to `width` with `…`."""
+    if (
+        value.__class__ is str  # the usual value, already compact: as it is
+        and len(value) <= width
+        and value.isprintable()  # no control character, no white space but " "
+        and "  " not in value
+        and value[:1] != " "
+        and value[-1:] != " "
+    ):
+        return value
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text[: width * 8].translate(_CONTROLS).split())  # a long value: its head
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -128,12 +137,14 @@ def compact(value: JSON, width: int = DETAIL_WIDTH) -> str:
 def tokens_of(obj: Mapping[str, JSON]) -> list[tuple[str, int | float]]:
     """The token counts an event reports: keys ending in `tokens` in `data`,
     `data.usage` and `output.usage` (first found wins), `_tokens` cut off."""
+    data = obj.get("data")
+    output = obj.get("output")
+    if not isinstance(data, dict) and not isinstance(output, dict):
+        return []  # the usual tool event: nowhere to look
     found: dict[str, int | float] = {}
     places: list[JSON] = []
-    data = obj.get("data")
     if isinstance(data, dict):
         places += [data, data.get("usage")]
-    output = obj.get("output")
     if isinstance(output, dict):
         places.append(output.get("usage"))
     for place in places:

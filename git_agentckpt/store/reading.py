@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Self
 
 from git_agentckpt.errors import CkptError, NotFound, UsageError
@@ -205,6 +205,25 @@ class TaskReader:
         if not self.log.exists(t):
             raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
         return stream(self.log, t, limit, self.store.warn, full, filt)
+
+    def log_rendered(
+        self,
+        task: str,
+        render: Callable[[LogEntry], str],
+        full: bool = False,
+        filt: LogFilter | None = None,
+        merged: Callable[[], None] | None = None,
+    ) -> Iterator[str]:
+        """The whole event log, each entry through `render`, oldest first, in chunks of
+        lines (`log_stream.rendered`): what `log_entries` gives, read the fast way round
+        (git streams the log newest first while it is checked), in constant memory;
+        `merged` is called when an entry shown came in by a union merge."""
+        from git_agentckpt.store.log_stream import rendered
+
+        t = TaskName(task)
+        if not self.log.exists(t):
+            raise NotFound(f"no event log for task {task!r}", hint="see `git ckpt list`")
+        return rendered(self.log, t, render, self.store.warn, full, filt, merged)
 
     def log_filter(
         self,
