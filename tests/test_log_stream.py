@@ -188,3 +188,59 @@ def test_since_a_checkpoint_named_twice_shows_from_the_first(repo: Path) -> None
     assert shown[0] == prepare and len(shown) == 2 + 3 + 1 + 2  # prepare, commit: 2
     only_calls = ckpt(repo, "log", "t", "--json", "--since", made.id, "--type", "tool.")
     assert len(only_calls.stdout.splitlines()) == 3 + 2
+
+
+def test_the_index_file_reads_back_whole_and_a_bad_one_is_rebuilt(repo: Path) -> None:
+    """Read through its file, as a new process reads it: the same events, text beyond
+    ASCII included; a file whose digest holds but whose records are not events (or an
+    older format) is built again from the log."""
+    from git_agentckpt.store import log_index
+    from git_agentckpt.store.state_cache import read_sealed, write_sealed
+
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+    ck.event("t", "model.quota", {"error": "quota dépassé ✓", "raw": "caf\udce9"})
+    ck.create("t", message="c1", light=True)
+
+    def from_file() -> list[str]:
+        log_index._memo.clear()
+        return [dumps(e.to_json()) for e in key_events(ck.log, t)]
+
+    full = [dumps(e.to_json()) for e in ck.log.read(t) if is_key_event(e)]
+    assert from_file() == full
+    assert from_file() == full  # now from the file the first call wrote
+    path = log_index._path(ck.log, t)
+    raw = read_sealed(path)
+    assert raw is not None and raw.isascii() and '"v":3' in raw
+    broken = raw.replace('"type":"', '"type":7,"was":"', 1)
+    write_sealed(path, broken)  # digest right, a record wrong
+    assert from_file() == full
+    write_sealed(path, raw.replace('"v":3', '"v":2', 1))  # an older format
+    assert from_file() == full
+    assert read_sealed(path) == raw  # written again as it was
+
+
+def test_the_agents_last_events_come_from_the_index_as_a_walk_gives_them(repo: Path) -> None:
+    """The brief's last events of the agent: kept in the index (a run of resumes adds only
+    the tool's events, and a walk back through them grew with each), equal to a walk."""
+    from git_agentckpt.model import is_tool_only
+    from git_agentckpt.store import log_index
+    from git_agentckpt.store.log_index import OWN_KEPT, last_own_events
+
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+
+    def walked(n: int) -> list[str]:
+        own = [e.id for e in ck.log.read(t) if not is_tool_only(e.type)]
+        return own[-n:]
+
+    for round_ in range(4):
+        calls(repo, 7 if round_ % 2 == 0 else 40)
+        ck.resume("t")
+        ck.resume("t")  # only the tool's events between these two
+        for n in (1, 10, OWN_KEPT):
+            log_index._memo.clear()  # as a new process reads it: from the file
+            assert [e.id for e in last_own_events(ck.log, t, n)] == walked(n), (round_, n)
+    assert [e.id for e in last_own_events(ck.log, t, OWN_KEPT + 5)] == walked(OWN_KEPT + 5)

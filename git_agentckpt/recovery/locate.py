@@ -103,9 +103,14 @@ def _open_steps(
     open_since: dict[str, int] = {}
     mid_step: set[str] = set()
     done: set[str] = set()
+    # the steps a resume checkpoint kept done are read from its note only when a later
+    # event needs them: a run of resumes with nothing between reads one note, not all
+    kept_by: str | None = None
     for i, ev in enumerate(events):
         step = ev.links.get("step")
         if ev.type == "step.start" and isinstance(step, str):
+            if kept_by is not None:
+                done, kept_by = done | done_in(kept_by), None
             if step not in done or ev.data.get("redo"):
                 done.discard(step)
                 open_since.setdefault(step, i)
@@ -116,7 +121,7 @@ def _open_steps(
             ckpt = committed[commit]
             if ckpt.trigger == RESUME_TRIGGER:
                 open_since.clear()
-                done = done_in(commit)
+                done, kept_by = set(), commit
             elif ckpt.trigger == STEP_END_TRIGGER and ckpt.step:
                 open_since.pop(ckpt.step, None)
                 done.add(ckpt.step)

@@ -45,21 +45,26 @@ _TEXT = frozenset(("id", "commit", "task", "kind", "trigger", "subject", "tree")
 _OPTIONAL = frozenset(("step", "baseline", "head", "parent"))
 
 
+_TEXT_AT = tuple(i for i, name in enumerate(_FIELDS) if name in _TEXT)
+_OPTIONAL_AT = tuple(i for i, name in enumerate(_FIELDS) if name in _OPTIONAL)
+_INT_AT = tuple(i for i, name in enumerate(_FIELDS) if name in ("number", "time"))
+_TASK_AT = _FIELDS.index("task")
+
+
 def _from_row(row: object, task: str) -> Checkpoint | None:
-    """A checkpoint from its row (the values of `_FIELDS`, in order), checked."""
-    if not isinstance(row, list) or len(row) != len(_FIELDS):
+    """A checkpoint from its row (the values of `_FIELDS`, in order), each value checked
+    for its kind (a resume of a long task reads 500 rows in every process: ~2 µs each)."""
+    if type(row) is not list or len(row) != len(_FIELDS) or row[_TASK_AT] != task:
         return None
-    values = dict(zip(_FIELDS, row, strict=True))
-    if values["task"] != task:
+    if not all(type(row[i]) is str for i in _TEXT_AT):
         return None
-    for name, value in values.items():
-        if name in _TEXT and not isinstance(value, str):
-            return None
-        if name in _OPTIONAL and value is not None and not isinstance(value, str):
-            return None
-        if name in ("number", "time") and (not isinstance(value, int) or isinstance(value, bool)):
-            return None
-    return Checkpoint(**values)
+    if not all(row[i] is None or type(row[i]) is str for i in _OPTIONAL_AT):
+        return None
+    if not all(type(row[i]) is int for i in _INT_AT):
+        return None
+    ckpt = Checkpoint.__new__(Checkpoint)  # frozen: fields set as its __init__ would
+    ckpt.__dict__.update(zip(_FIELDS, row, strict=True))
+    return ckpt
 
 
 def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint]] | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from git_agentckpt.model import Event, dumps, is_stop_signal, is_tool_only
+from git_agentckpt.model import Event, is_stop_signal, is_tool_only
 from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
@@ -36,13 +36,34 @@ CALL_TYPES = ("tool.call", "model.call")  # what `tick` counts (tick.py)
 @dataclass(frozen=True)
 class Index:
     """The key events of a log tip, oldest first; `calls_before[i]`: how many tool and
-    model calls the log holds before `events[i]`; `calls`: how many in all."""
+    model calls the log holds before `events[i]`; `calls`: how many in all; `body`: the
+    events as the file holds them (JSON objects joined by commas, ASCII), so a grown log
+    appends to it instead of encoding every event again."""
 
     tip: str
-    lines: list[str]
+    body: str
     events: list[Event]
     calls_before: list[int]
     calls: int
+    own: list[Event]  # the agent's own last `OWN_KEPT` events (not the tool's), oldest first
+
+
+_EVENTS_KEY = ',"events":['  # last in the file: the body runs from here to the end
+OWN_KEPT = 32  # the brief shows the last 10 (recovery/flow.py)
+
+
+def _payload(task: TaskName, index: Index) -> str:
+    """The file: one JSON object, the events last (`_EVENTS_KEY`), parsed in one go."""
+    head = json.dumps(
+        {"kind": "index", "v": 3, "task": task.name, "tip": index.tip},
+        ensure_ascii=True,
+        separators=(",", ":"),
+    )[:-1]
+    before = json.dumps(index.calls_before, separators=(",", ":"))
+    own = ",".join(_line(ev) for ev in index.own)
+    return (
+        f'{head},"before":{before},"calls":{index.calls},"own":[{own}]{_EVENTS_KEY}{index.body}]}}'
+    )
 
 
 def _load(path: str, task: TaskName) -> Index | None:
@@ -53,30 +74,50 @@ def _load(path: str, task: TaskName) -> Index | None:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("task") != task.name:
+    if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("v") != 3:
         return None
-    tip, lines, before, calls = (
+    tip, objs, before, calls = (
         obj.get("tip"),
-        obj.get("lines"),
+        obj.get("events"),
         obj.get("before"),
         obj.get("calls"),
     )
-    if not (isinstance(tip, str) and isinstance(lines, list) and isinstance(before, list)):
+    if obj.get("task") != task.name or not isinstance(tip, str):
         return None
-    if not isinstance(calls, int) or len(before) != len(lines):
+    if not isinstance(objs, list) or not isinstance(before, list) or len(before) != len(objs):
         return None
-    if not all(isinstance(x, str) for x in lines) or not all(isinstance(n, int) for n in before):
+    if not isinstance(calls, int) or not all(isinstance(n, int) for n in before):
         return None
-    events = _parse(lines)
-    return None if events is None else Index(tip, lines, events, before, calls)
+    events = _parse(objs)
+    own_objs = obj.get("own")
+    own = _parse(own_objs) if isinstance(own_objs, list) else None
+    start = raw.find(_EVENTS_KEY)
+    if events is None or own is None or start < 0:
+        return None
+    index = Index(tip, raw[start + len(_EVENTS_KEY) : -2], events, before, calls, own)
+    return index if _payload(task, index) == raw else None  # the body is exactly that
 
 
-def _parse(lines: list[str]) -> list[Event] | None:
+def _parse(objs: list[object]) -> list[Event] | None:
+    """Events from the cache's records (written by `_line` from checked events; the
+    file's digest shows it is whole): the fields code compares and indexes are checked
+    for their kind, the rest taken as stored."""
+    kinds = (str, int, str, str, str, dict, dict, dict)
+    events: list[Event] = []
     try:
-        objs = json.loads("[" + ",".join(lines) + "]")
-        return [Event.from_json(o) for o in objs]
-    except Exception:  # a file that reads back whole but is not events: rebuilt
+        for o in objs:
+            ev = Event.from_cache(o)  # type: ignore[arg-type]
+            values = (ev.id, ev.seq, ev.ts, ev.task, ev.type, ev.actor, ev.links, ev.data)
+            if not all(type(v) is k for v, k in zip(values, kinds, strict=True)):
+                return None
+            events.append(ev)
+    except (KeyError, TypeError, AttributeError):  # not events: rebuilt
         return None
+    return events
+
+
+def _line(ev: Event) -> str:
+    return json.dumps(ev.to_json(), ensure_ascii=True, sort_keys=True, separators=(",", ":"))
 
 
 # In-process copy of the last index read or written per file; its tip is still
@@ -102,15 +143,7 @@ def read_index(log: EventLog, task: TaskName) -> Index | None:
         cached = _load(path, task)
     if cached is None or cached.tip != head:
         cached = _extend(log, head, cached)
-        payload = {
-            "kind": "index",
-            "task": task.name,
-            "tip": head,
-            "lines": cached.lines,
-            "before": cached.calls_before,
-            "calls": cached.calls,
-        }
-        write_sealed(path, json.dumps(payload, ensure_ascii=True, separators=(",", ":")))
+        write_sealed(path, _payload(task, cached))
     if len(_memo) >= 32 and path not in _memo:  # a long-lived process that reads many logs
         _memo.pop(next(iter(_memo)))
     _memo[path] = cached
@@ -128,25 +161,30 @@ def _extend(log: EventLog, head: str, old: Index | None) -> Index:
             break
         segment.extend(reversed(events_of(info)))
     segment.reverse()
-    base = old if reached and old is not None else Index(head, [], [], [], 0)
-    lines, events = list(base.lines), list(base.events)
+    base = old if reached and old is not None else Index(head, "", [], [], 0, [])
+    lines, events = [base.body] if base.body else [], list(base.events)
     before, calls = list(base.calls_before), base.calls
     for ev in segment:
         if is_key_event(ev):
             events.append(ev)
-            lines.append(dumps(ev.to_json()))
+            lines.append(_line(ev))
             before.append(calls)
         if ev.type in CALL_TYPES:
             calls += 1
-    return Index(head, lines, events, before, calls)
+    own = [*base.own, *(ev for ev in segment if not is_tool_only(ev.type))][-OWN_KEPT:]
+    return Index(head, ",".join(lines), events, before, calls, own)
 
 
 def last_own_events(log: EventLog, task: TaskName, n: int) -> list[Event]:
-    """The agent's own last `n` events (not the tool's), oldest first: read back from the
-    tip only as far as they go."""
+    """The agent's own last `n` events (not the tool's), oldest first: from the index for
+    up to `OWN_KEPT` (a run of resumes adds only the tool's events, and reading back
+    through them grew with every resume), else read back from the tip as far as they go."""
     out: list[Event] = []
     if n <= 0:
         return out
+    if n <= OWN_KEPT:
+        index = read_index(log, task)
+        return [] if index is None else list(index.own[-n:])
     for ev in log.iter_back(task):
         if not is_tool_only(ev.type):
             out.append(ev)
