@@ -129,3 +129,18 @@ def test_the_last_full_checkpoint_is_kept_per_tip(repo: Path) -> None:
     path = Path(_path(Checkpointer.open(str(repo)).store, T)).with_suffix(".full")
     path.write_text('{"tip": "0000", "fields": [], "full": 7}')  # damaged
     assert _full(repo) == full_one
+
+
+def test_a_grown_chain_is_written_as_a_fresh_walk_writes_it(repo: Path) -> None:
+    """New checkpoints go in front of the stored rows' text: the file is byte for byte
+    the one a walk of the whole chain writes."""
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    for i in range(3):
+        write(repo / f"f{i}.txt", f"{i}\n")
+        ckpt(repo, "create", "-t", "t", "--light")
+        assert cached(repo) == walk(repo)
+    path = Path(_path(Checkpointer.open(str(repo)).store, T))
+    grown = path.read_bytes()
+    path.unlink()
+    assert cached(repo) == walk(repo)
+    assert path.read_bytes() == grown

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 
-from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
@@ -67,7 +66,21 @@ def _from_row(row: object, task: str) -> Checkpoint | None:
     return ckpt
 
 
-def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint]] | None:
+def _head(tip: str) -> str:
+    """The file up to its rows: `{"tip":…,"fields":[…],"rows":[` (the rows run to `]}`)."""
+    doc = json.dumps(
+        {"tip": tip, "fields": list(_FIELDS)}, ensure_ascii=True, separators=(",", ":")
+    )
+    return doc[:-1] + ',"rows":['
+
+
+def _row_text(ckpt: Checkpoint) -> str:
+    values = ckpt.to_json()
+    return json.dumps([values[k] for k in _FIELDS], ensure_ascii=True, separators=(",", ":"))
+
+
+def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None:
+    """The cached tip, its chain (newest first) and the rows as the file holds them."""
     raw = read_sealed(path)
     if raw is None:
         return None
@@ -75,19 +88,23 @@ def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint]] | None:
         doc = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("tip"), str):
+    if not isinstance(doc, dict) or set(doc) != {"tip", "fields", "rows"}:
         return None
-    rows = doc.get("rows")
-    if doc.get("fields") != list(_FIELDS) or not isinstance(rows, list):
+    tip, rows = doc["tip"], doc["rows"]
+    if not isinstance(tip, str) or doc["fields"] != list(_FIELDS) or not isinstance(rows, list):
+        return None
+    head = _head(tip)
+    if not raw.startswith(head) or not raw.endswith("]}"):
         return None
     chain = [_from_row(row, task.name) for row in rows]
     if any(c is None for c in chain):
         return None
-    return str(doc["tip"]), [c for c in chain if c is not None]
+    return tip, [c for c in chain if c is not None], raw[len(head) : -2]
 
 
 def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
-    """`list(store.chain(task))`, newest first, without walking what was walked before."""
+    """`list(store.chain(task))`, newest first, without walking what was walked before;
+    the file is written again with the new rows put in front of the stored text."""
     tip = store.repo.read_ref(task.checkpoints_ref)
     if not tip:
         return list(store.chain(task))
@@ -97,15 +114,18 @@ def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
         return cached[1]
     warned = len(store.warnings)
     fresh: list[Checkpoint] = []
+    reached = False
     for ckpt in store.chain(task):
         if cached is not None and ckpt.commit == cached[0]:
-            fresh += cached[1]
+            reached = True
             break
         fresh.append(ckpt)
+    texts = [_row_text(c) for c in fresh]
+    if cached is not None and reached:  # the stored rows go on as the file holds them
+        fresh += cached[1]
+        texts += [cached[2]] if cached[2] else []
     if len(store.warnings) == warned and fresh and fresh[0].commit == tip:
-        rows: list[JSON] = [[j[k] for k in _FIELDS] for j in (c.to_json() for c in fresh)]
-        doc = {"tip": tip, "fields": list(_FIELDS), "rows": rows}
-        write_sealed(path, json.dumps(doc, ensure_ascii=True, separators=(",", ":")))
+        write_sealed(path, _head(tip) + ",".join(texts) + "]}")
     return fresh
 
 
