@@ -366,8 +366,7 @@ class Checkpointer(SharedCalls):
         from git_agentckpt.paths import quote
 
         if self._quote_non_ascii is None:
-            value = (self.repo.config_get("core.quotePath") or "true").strip().lower()
-            self._quote_non_ascii = value not in ("false", "no", "off", "0")
+            self._quote_non_ascii = self.repo.config_bool("core.quotePath", True)
         return quote(path, non_ascii=self._quote_non_ascii)
 
     _quote_non_ascii: bool | None = None

@@ -483,25 +483,3 @@ def apply_event(state: dict[str, JSON] | None, event: Event) -> dict[str, JSON] 
         step["status"] = "failed"
         step["outputs"] = event.data.get("outputs")
     return normalize_state(state)
-
-
-# -- checkpoint commit messages ----------------------------------------------------------
-
-TRAILER_KEYS = ("Checkpoint-Id", "Task", "Kind", "Trigger", "Step", "Seq", "Baseline", "Head")
-
-
-def checkpoint_message(subject: str, trailers: Mapping[str, str]) -> str:
-    lines = [subject.replace("\n", " ").strip(), ""]
-    # one line each: a newline in a value (`--trigger`) would forge another trailer
-    lines += [f"{k}: {' '.join(v.split())}" for k, v in trailers.items()]
-    return "\n".join(lines) + "\n"
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    paragraphs = message.strip().split("\n\n")
-    out: dict[str, str] = {}
-    for line in paragraphs[-1].splitlines() if len(paragraphs) > 1 else []:
-        key, sep, value = line.partition(": ")
-        if sep and key in TRAILER_KEYS:
-            out[key] = value.strip()
-    return out

@@ -26,8 +26,8 @@ from git_agentckpt.git.audit_read import (
     missing_objects,
     read_raw_commit,
 )
-from git_agentckpt.model import parse_trailers
 from git_agentckpt.store.checkpoints import RESUME_TRIGGER, STEP_END_TRIGGER
+from git_agentckpt.trailers import parse_trailers
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from git_agentckpt.errors import CkptError, CorruptError, NotFound
 from git_agentckpt.git.repo import CommitInfo, GitRepo
-from git_agentckpt.model import parse_trailers
 from git_agentckpt.store.events import events_of
 from git_agentckpt.store.guard import ZERO, Update
 from git_agentckpt.store.refs import CHECKPOINTS, EVENTS
+from git_agentckpt.trailers import parse_trailers
 
 AGENT_PREFIXES = ("refs/agent/", "refs/notes/agent/")
 PREFIX = "git ckpt: "

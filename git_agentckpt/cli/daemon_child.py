@@ -11,6 +11,7 @@ at import, runs the click CLI and returns its exit status, which `report_exit` s
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import io
 import os
@@ -19,6 +20,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from git_agentckpt import after_reply
 from git_agentckpt.cli import launch
 
 _SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
@@ -128,8 +130,17 @@ def become_caller(req: Request) -> int | None:
     return None
 
 
+def freeze_inherited() -> None:
+    """First thing in a forked child: what the daemon holds goes out of the collector's
+    sight (a full collection would touch every inherited object and copy its pages:
+    ~70 ms at 84 MB)."""
+    gc.freeze()
+
+
 def run_child(req: Request) -> int:
-    """In the forked child: become the caller's process, run the CLI, its exit status."""
+    """In the forked child: become the caller's process, run the CLI (tidying that can
+    wait runs after the answer, `after_reply.py`), its exit status."""
+    after_reply.defer_in_this_process()
     failed = become_caller(req)
     return failed if failed is not None else run_cli()
 

@@ -408,20 +408,34 @@ def hash_worktree_files(
         return out
     names = list(regular)
     if checkin_converts(repo, names):
-        proc = run_git(
-            ["hash-object", "--stdin-paths"],
-            cwd=repo.workdir,
-            env=env,
-            input=b"".join(_quoted(os.fsencode(p)) + b"\n" for p in names),
-        )
-        ids = proc.stdout.decode().split()
-        if len(ids) != len(names):
-            raise OperationFailed("git hash-object --stdin-paths gave an id per path: it did not")
+        ids = hash_object_paths(repo, names, env)
     else:
         ids = [str(pygit2.hashfile(os.path.join(repo.workdir, p))) for p in names]
     for rel, oid in zip(names, ids, strict=True):
         out[rel] = (oid, regular[rel])
     return out
+
+
+def hash_object_paths(
+    repo: GitRepo,
+    names: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    *,
+    write: bool = False,
+) -> list[str]:
+    """`git hash-object [-w] --stdin-paths` of working-tree files: the blob id `git add`
+    gives each (clean filters and line endings applied), in one process; with `write`,
+    the blobs are stored too."""
+    proc = run_git(
+        ["hash-object", *(["-w"] if write else []), "--stdin-paths"],
+        cwd=repo.workdir,
+        env=env,
+        input=b"".join(_quoted(os.fsencode(p)) + b"\n" for p in names),
+    )
+    ids = proc.stdout.decode().split()
+    if len(ids) != len(names):
+        raise OperationFailed("git hash-object --stdin-paths gave an id per path: it did not")
+    return ids
 
 
 def hash_worktree_file(repo: GitRepo, rel: str) -> tuple[str, int] | None:

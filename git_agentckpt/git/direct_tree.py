@@ -36,9 +36,10 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from git_agentckpt.errors import CkptError
 from git_agentckpt.git import incremental, private_index, unchanged, watcher
-from git_agentckpt.git.convert import checkin_converts
-from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.git.convert import checkin_converts, hash_object_paths
+from git_agentckpt.git.repo import GitRepo, as_bool
 from git_agentckpt.git.run import run_git
 from git_agentckpt.git.secret_files import may_be_secret
 from git_agentckpt.globs import match_excluded
@@ -107,17 +108,11 @@ def _settings_allow(repo: GitRepo, agent_dir: str) -> None:
     filemode, symlinks, ignorecase = repo.config_values(
         ["core.filemode", "core.symlinks", "core.ignorecase"]
     )
-    if not _true(filemode, True) or not _true(symlinks, True) or _true(ignorecase, False):
+    if not as_bool(filemode, True) or not as_bool(symlinks, True) or as_bool(ignorecase, False):
         raise _GitsTurn
     seed = private_index.load_seed(agent_dir)
     if seed is None or seed.skip or private_index.dropped_waiting(repo, agent_dir):
         raise _GitsTurn
-
-
-def _true(value: str | None, default: bool) -> bool:
-    if value is None:
-        return default
-    return value.strip().lower() in ("true", "yes", "on", "1")
 
 
 def _old_mode(repo: GitRepo, tree: str, path: str) -> int | None:
@@ -149,27 +144,15 @@ def _hashed(repo: GitRepo, paths: Sequence[str], tree: str) -> dict[str, Entry]:
             raise _GitsTurn  # a nested repository, a fifo, a socket
     names = list(regular)
     if names and checkin_converts(repo, names):
-        proc = run_git(
-            ["hash-object", "-w", "--stdin-paths"],
-            cwd=repo.workdir,
-            input=b"".join(_line(p) for p in names),
-            check=False,
-        )
-        ids = proc.stdout.decode().split()
-        if proc.returncode != 0 or len(ids) != len(names):
-            raise _GitsTurn
+        try:
+            ids = hash_object_paths(repo, names, write=True)
+        except CkptError as exc:  # a filter that failed: git's own path says why
+            raise _GitsTurn from exc
     else:
         ids = [repo.write_blob_from_file(os.path.join(repo.workdir, p)) for p in names]
     for rel, oid in zip(names, ids, strict=True):
         out[rel] = (oid, regular[rel])
     return out
-
-
-def _line(path: str) -> bytes:
-    raw = os.fsencode(path)
-    if b"\n" in raw or raw.startswith(b'"'):
-        raise _GitsTurn  # a name `--stdin-paths` would need quoted: leave it to git
-    return raw + b"\n"
 
 
 def apply_changes(repo: GitRepo, tree: str | None, changes: Mapping[str, Entry]) -> str:

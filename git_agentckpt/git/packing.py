@@ -44,8 +44,7 @@ class Packed:
 
 
 def enabled(repo: GitRepo) -> bool:
-    value = (repo.config_get("ckpt.packObjects") or "true").strip().lower()
-    return value not in ("false", "no", "off", "0")
+    return repo.config_bool("ckpt.packObjects", True)
 
 
 def objects_dir(repo: GitRepo) -> str:

@@ -146,8 +146,7 @@ def rules_stamp(repo: GitRepo, global_excludes: str) -> str:
 
 
 def is_sparse(repo: GitRepo) -> bool:
-    value = (repo.config_get("core.sparseCheckout") or "").lower()
-    return value in ("true", "yes", "on", "1")
+    return repo.config_bool("core.sparseCheckout", False)
 
 
 def sync(repo: GitRepo, base: str, index: str, rules: str, *, force: bool = False) -> bool:

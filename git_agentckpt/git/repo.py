@@ -443,12 +443,25 @@ class GitRepo(RefMoves):
                 out.append(None)
         return out
 
+    def config_bool(self, key: str, default: bool) -> bool:
+        """A boolean setting as git spells one (`as_bool`)."""
+        return as_bool(self.config_get(key), default)
+
     def config_get(self, key: str) -> str | None:
         try:
             value = self._repo.config[key]
         except (KeyError, pygit2.GitError):
             return None
         return str(value)
+
+
+def as_bool(value: str | None, default: bool) -> bool:
+    """A config value as a boolean: true/yes/on/1 or false/no/off/0 (any case, spaces
+    around allowed); unset, empty or anything else gives `default`."""
+    word = (value or "").strip().lower()
+    if word in ("true", "yes", "on", "1"):
+        return True
+    return False if word in ("false", "no", "off", "0") else default
 
 
 def _damaged(oid: str, exc: Exception) -> CorruptError:

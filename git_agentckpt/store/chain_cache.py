@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
@@ -74,13 +75,18 @@ def _head(tip: str) -> str:
     return doc[:-1] + ',"rows":['
 
 
-def _row_text(ckpt: Checkpoint) -> str:
+def _row(ckpt: Checkpoint) -> list[JSON]:
     values = ckpt.to_json()
-    return json.dumps([values[k] for k in _FIELDS], ensure_ascii=True, separators=(",", ":"))
+    return [values[k] for k in _FIELDS]
 
 
-def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None:
-    """The cached tip, its chain (newest first) and the rows as the file holds them."""
+def _row_text(ckpt: Checkpoint) -> str:
+    return json.dumps(_row(ckpt), ensure_ascii=True, separators=(",", ":"))
+
+
+def _read_doc(path: str, keys: set[str]) -> tuple[str, dict[str, JSON], str] | None:
+    """A cache file this module wrote, with exactly `keys`, a tip and today's fields:
+    (tip, the document, its text)."""
     raw = read_sealed(path)
     if raw is None:
         return None
@@ -88,10 +94,20 @@ def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None
         doc = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(doc, dict) or set(doc) != {"tip", "fields", "rows"}:
+    if not isinstance(doc, dict) or set(doc) != keys or doc["fields"] != list(_FIELDS):
         return None
-    tip, rows = doc["tip"], doc["rows"]
-    if not isinstance(tip, str) or doc["fields"] != list(_FIELDS) or not isinstance(rows, list):
+    tip = doc["tip"]
+    return (tip, doc, raw) if isinstance(tip, str) else None
+
+
+def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None:
+    """The cached tip, its chain (newest first) and the rows as the file holds them."""
+    read = _read_doc(path, {"tip", "fields", "rows"})
+    if read is None:
+        return None
+    tip, doc, raw = read
+    rows = doc["rows"]
+    if not isinstance(rows, list):
         return None
     head = _head(tip)
     if not raw.startswith(head) or not raw.endswith("]}"):
@@ -130,22 +146,15 @@ def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
 
 
 def _load_full(path: str, task: TaskName) -> tuple[str, Checkpoint | None] | None:
-    raw = read_sealed(path)
-    if raw is None:
+    read = _read_doc(path, {"tip", "fields", "full"})
+    if read is None:
         return None
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("tip"), str):
-        return None
-    if doc.get("fields") != list(_FIELDS):
-        return None
-    row = doc.get("full")
+    tip, doc, _ = read
+    row = doc["full"]
     full = None if row is None else _from_row(row, task.name)
     if row is not None and full is None:
         return None
-    return str(doc["tip"]), full
+    return tip, full
 
 
 def last_full(store: CheckpointStore, task: TaskName) -> Checkpoint | None:
@@ -171,7 +180,6 @@ def last_full(store: CheckpointStore, task: TaskName) -> Checkpoint | None:
             found = ckpt
             break
     if len(store.warnings) == warned and first == tip:
-        row = None if found is None else [found.to_json()[k] for k in _FIELDS]
-        doc = {"tip": tip, "fields": list(_FIELDS), "full": row}
+        doc = {"tip": tip, "fields": list(_FIELDS), "full": None if found is None else _row(found)}
         write_sealed(path, json.dumps(doc, ensure_ascii=True, separators=(",", ":")))
     return found

@@ -25,11 +25,9 @@ from git_agentckpt.model import (
     JSON,
     NewEvent,
     check_version,
-    checkpoint_message,
     dumps,
     is_ulid,
     new_ulid,
-    parse_trailers,
 )
 from git_agentckpt.progress import Progress
 from git_agentckpt.retry import retry
@@ -37,6 +35,7 @@ from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
 from git_agentckpt.store.redaction import check_name, redact_assertions, redact_state
 from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, STATE_NOTES, TaskName
+from git_agentckpt.trailers import checkpoint_message, parse_trailers
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from git_agentckpt.errors import CorruptError, NotFound
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.model import parse_trailers
 from git_agentckpt.store.events import events_of
 from git_agentckpt.store.refs import CHECKPOINTS, EVENTS, REPORTS
+from git_agentckpt.trailers import parse_trailers
 
 ZERO = "0" * 40
 GUARDED_FORWARD = (EVENTS, REPORTS, "refs/notes/agent/")
