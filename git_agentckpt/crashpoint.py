@@ -25,6 +25,8 @@ POINTS = (
     "checkpoint.notes",  # state and assertion notes written
     "checkpoint.prepare",  # checkpoint.prepare appended
     "checkpoint.ref",  # the ref moved (the commit point), checkpoint.commit not yet logged
+    # a batch of objects written as one pack (git/object_batch.py)
+    "objects.pack",  # the pack in place, its index not yet (git sees no pack)
     # one event-log append
     "event.object",  # the event commit written, the log ref not yet moved
     "event.ref",  # the log ref moved

@@ -129,6 +129,12 @@ def _open(found: Found) -> pygit2.Repository:
     return repo
 
 
+def second_handle(repo: pygit2.Repository) -> pygit2.Repository:
+    """Another handle on a repository this process opened (its owner already accepted):
+    the object writes of a batch go through one (`object_batch.py`)."""
+    return _open_git_dir(repo.path, owner_checked=True)
+
+
 def _open_git_dir(git_dir: str, *, owner_checked: bool) -> pygit2.Repository:
     if not owner_checked:
         return pygit2.Repository(git_dir, RepositoryOpenFlag.NO_SEARCH)

@@ -30,7 +30,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.git import unchanged, watcher
+from git_agentckpt.git import object_batch, unchanged, watcher
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 from git_agentckpt.globs import match_excluded
@@ -313,6 +313,7 @@ def not_ignored(repo: GitRepo, config: Sequence[str], paths: Sequence[str]) -> l
         cwd=repo.workdir,
         input=b"".join(os.fsencode(p) + b"\0" for p in paths),
         check=False,
+        reads_objects=False,  # ignore rules from files on disk only (`--no-index`)
     )
     if proc.returncode not in (0, 1):
         raise ValueError("git check-ignore failed")
@@ -331,7 +332,9 @@ def finish(agent_dir: str, chosen: Plan, tree: str, behind: Sequence[str] = ()) 
     stamp = watcher.Stamp(
         chosen.view.watcher_id, chosen.view.seq, tree, index, rules, tuple(sorted(behind))
     )
-    watcher.write_stamp(agent_dir, stamp)
+    # the stamp names the tree: it is written once the tree is on disk. Until then the
+    # last stamp holds, and stays true: it only sees fewer changes taken in
+    object_batch.when_on_disk(lambda: watcher.write_stamp(agent_dir, stamp))
 
 
 def unchanged_tree(agent_dir: str, chosen: Plan) -> str | None:

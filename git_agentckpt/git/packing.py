@@ -1,9 +1,11 @@
 """Checkpoint objects packed as they are written, so a long task leaves no pile of
-loose objects (`git count-objects`), without waiting for a `git gc`.
+loose objects (`git count-objects`) or of packs, without waiting for a `git gc`.
 
 A checkpoint writes its changed blobs, the trees on their paths, a commit, notes
-and event commits: about 50 loose objects, each file rounded up to a disk block
-and kept whole (no deltas). After each checkpoint `pack_loose` puts the loose
+and event commits: about 50 objects. Most arrive as one pack per checkpoint
+(`object_batch.py`); a few small groups (event commits, a light checkpoint's
+notes) are written loose, each file rounded up to a disk block and kept whole
+(no deltas). After each checkpoint `pack_loose` puts the loose
 objects of the repository in one pack, as git's own `maintenance` task
 `loose-objects` does, once `PACK_AT` of them are loose (about every third
 checkpoint of 10 changed files): `git pack-objects --window=0` of their ids
@@ -33,7 +35,8 @@ from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 
 PACK_AT = 128  # loose objects: about 3 checkpoints of 10 changed files and their events
-MAX_PACKS = 50  # above this many packs (git's gc.autoPackLimit), roll small ones up
+MAX_PACKS = 40  # above this many packs, roll small ones up (below git's gc.autoPackLimit,
+# 50, at which any git command's `gc --auto` would repack the whole repository)
 _HEX = frozenset(string.hexdigits.lower())
 
 
@@ -101,27 +104,34 @@ def pack_loose(repo: GitRepo, min_objects: int = PACK_AT) -> Packed:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return Packed(0, False)  # another process is packing them
-        # the exact listing (256 directories, ~3 ms) only when the estimate comes near:
-        # at the threshold and past it, a sample of a few dozen ids seldom falls short
-        if roughly_loose(repo) < min_objects * 3 // 4:
-            return Packed(0, False)
-        ids = loose_objects(repo)
-        if not ids or len(ids) < min_objects:
-            return Packed(0, False)
-        root = objects_dir(repo)
-        run_git(
-            ["pack-objects", "--quiet", "--window=0", os.path.join(root, "pack", "pack")],
-            cwd=repo.workdir,
-            input="".join(i + "\n" for i in ids).encode(),
-        )
-        # the pack and its index are in place (pack-objects renames them in before it
-        # exits): the loose copies of exactly these objects can go
-        for oid in ids:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(root, oid[:2], oid[2:]))
+        packed = _pack_loose_ids(repo, min_objects)
+        # a checkpoint's own objects arrive as a pack (`object_batch.py`): roll them up
         rolled = pack_count(repo) > MAX_PACKS
         if rolled:
             run_git(["repack", "-d", "-l", "-q", "--geometric=2"], cwd=repo.workdir)
-        return Packed(len(ids), rolled)
+        return Packed(packed, rolled)
     finally:
         os.close(fd)
+
+
+def _pack_loose_ids(repo: GitRepo, min_objects: int) -> int:
+    """Put the loose objects in one pack once there are `min_objects`; how many."""
+    # the exact listing (256 directories, ~3 ms) only when the estimate comes near:
+    # at the threshold and past it, a sample of a few dozen ids seldom falls short
+    if roughly_loose(repo) < min_objects * 3 // 4:
+        return 0
+    ids = loose_objects(repo)
+    if not ids or len(ids) < min_objects:
+        return 0
+    root = objects_dir(repo)
+    run_git(
+        ["pack-objects", "--quiet", "--window=0", os.path.join(root, "pack", "pack")],
+        cwd=repo.workdir,
+        input="".join(i + "\n" for i in ids).encode(),
+    )
+    # the pack and its index are in place (pack-objects renames them in before it
+    # exits): the loose copies of exactly these objects can go
+    for oid in ids:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(root, oid[:2], oid[2:]))
+    return len(ids)

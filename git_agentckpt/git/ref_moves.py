@@ -14,6 +14,7 @@ from pygit2.ffi import C
 
 from git_agentckpt.errors import CorruptError, RepositoryError
 from git_agentckpt.git.ref_create import create_ref
+from git_agentckpt.git.run import publish_objects
 from git_agentckpt.git.syserr import last_error_class, system_error
 from git_agentckpt.retry import retry
 
@@ -54,7 +55,9 @@ class RefMoves:
         return out
 
     def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
-        """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`."""
+        """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`.
+        Objects still in memory go to disk first (`object_batch.py`)."""
+        publish_objects()
         if old is None:
             return self._create_ref(name, new)
         try:

@@ -23,6 +23,7 @@ from git_agentckpt.errors import (
     RepositoryError,
     shorten,
 )
+from git_agentckpt.git import object_batch
 from git_agentckpt.git.discover import open_repository
 from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_moves import RefMoves
@@ -91,6 +92,8 @@ class GitRepo(RefMoves):
     def __init__(self, repo: pygit2.Repository, *, allow_bare: bool = False) -> None:
         self._repo = repo
         self._empty_tree_written = False
+        self._batch: object_batch.Batch | None = None  # writes go to memory (`batched_objects`)
+        self._batch_reader: object_batch.MemoryObjects | None = None
         workdir = repo.workdir
         self.is_bare = bool(repo.is_bare or not workdir)
         if self.is_bare and allow_bare:
@@ -171,18 +174,44 @@ class GitRepo(RefMoves):
         objects = os.path.join(self.common_dir, "objects")
         return translated("cannot write to the object store", objects)
 
+    @contextlib.contextmanager
+    def batched_objects(self) -> Iterator[None]:
+        """Objects written inside go to disk as one pack, before anything outside this
+        process can name them (`git/object_batch.py`). Nested: the outer batch holds."""
+        if self._batch is not None or not self.config_bool("ckpt.packObjects", True):
+            yield  # nested, or packing turned off: loose, one file per object
+            return
+        if self._batch_reader is None:
+            self._batch_reader = object_batch.reader_for(self._repo)
+        objects = os.path.join(self.common_dir, "objects")
+        self._batch = object_batch.open_batch(self._repo, objects, self._batch_reader)
+        try:
+            yield
+        finally:
+            batch, self._batch = self._batch, None
+            object_batch.close_batch(batch)
+
+    def _writer(self) -> pygit2.Repository:
+        """The handle object writes go through: the batch's, when one is open."""
+        batch = self._batch
+        if batch is None:
+            return self._repo
+        if object_batch.over_budget(batch):
+            object_batch.flush(batch)
+        return batch.writer
+
     def empty_tree(self) -> str:
         """The empty tree, written to the object store (git fsck wants it stored)."""
         if not self._empty_tree_written:
             with self._writing():
-                self._repo.TreeBuilder().write()
+                self._writer().TreeBuilder().write()
             self._empty_tree_written = True
         return EMPTY_TREE
 
     def write_blob(self, data: bytes) -> str:
         """Store `data` as is: callers pass redacted data (`store/redaction.py`)."""
         with self._writing():
-            return str(self._repo.create_blob(data))
+            return str(self._writer().create_blob(data))
 
     def write_blob_from_file(self, path: str) -> str:
         """Store the bytes of the file at `path` as they are (no filter applies). Read here
@@ -192,7 +221,7 @@ class GitRepo(RefMoves):
             if os.path.getsize(path) >= 64 << 20:
                 return str(self._repo.create_blob_fromdisk(path))
             with open(path, "rb") as fh:
-                return str(self._repo.create_blob(fh.read()))
+                return str(self._writer().create_blob(fh.read()))
 
     def read_blob(self, oid: str) -> bytes:
         obj = self._lookup(oid)
@@ -222,9 +251,9 @@ class GitRepo(RefMoves):
         except (ValueError, pygit2.GitError):
             return False
 
-    def _lookup(self, oid: str) -> pygit2.Object:
+    def _lookup(self, oid: str, handle: pygit2.Repository | None = None) -> pygit2.Object:
         try:
-            return self._repo[oid]
+            return (handle or self._repo)[oid]
         except (KeyError, ValueError) as exc:
             raise NotFound(f"object {oid} is not in the repository") from exc
         except pygit2.GitError as exc:  # stored but unreadable: a hash mismatch, a bad pack
@@ -241,13 +270,14 @@ class GitRepo(RefMoves):
 
     def write_tree(self, entries: Mapping[str, tuple[str, int]], base: str | None = None) -> str:
         """A tree from `base` (or empty) with `entries` {name: (oid, mode)} set; oid '' removes."""
+        writer = self._writer()
         if base is not None:
-            tree = self._lookup(base)
+            tree = self._lookup(base, writer)  # a builder takes a tree of its own handle
             if not isinstance(tree, pygit2.Tree):
                 raise CorruptError(f"object {base} is not a tree")
-            builder = self._repo.TreeBuilder(tree)
+            builder = writer.TreeBuilder(tree)
         else:
-            builder = self._repo.TreeBuilder()
+            builder = writer.TreeBuilder()
         for name, (oid, mode) in entries.items():
             if not oid:
                 if builder.get(name) is not None:
@@ -322,7 +352,7 @@ class GitRepo(RefMoves):
             ),
         )
         with self._writing():
-            return str(self._repo.odb.write(ObjectType.COMMIT, raw))
+            return str(self._writer().odb.write(ObjectType.COMMIT, raw))
 
     def commit_text(self, oid: str) -> tuple[str, str]:
         """A commit's header (tree, parents, author, committer, …) and message, as stored,

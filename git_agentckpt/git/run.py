@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from git_agentckpt.errors import OperationFailed, RepositoryError
 from git_agentckpt.git.syserr import git_failure
@@ -98,8 +98,32 @@ def _joined(lines: list[str]) -> str:
     return " ".join(lines)
 
 
-def env_for(cwd: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment `run_git` gives git run in `cwd` (its repository, then `env`)."""
+# called before git runs or a ref moves: objects still in memory go to disk first
+_BEFORE_PUBLISHING: list[Callable[[], None]] = []
+
+
+def before_publishing(hook: Callable[[], None]) -> None:
+    """Run `hook` before anything outside this process can name an object
+    (`object_batch.py`: objects written in memory go to disk)."""
+    if hook not in _BEFORE_PUBLISHING:
+        _BEFORE_PUBLISHING.append(hook)
+
+
+def publish_objects() -> None:
+    """Put every object this process wrote on disk: a ref is about to name one, git is
+    about to run, or a file of ours is about to name one."""
+    for hook in _BEFORE_PUBLISHING:
+        hook()
+
+
+def env_for(
+    cwd: str, env: Mapping[str, str] | None = None, *, reads_objects: bool = True
+) -> dict[str, str]:
+    """The environment `run_git` gives git run in `cwd` (its repository, then `env`).
+    Every git the tool runs gets its environment here: objects still in memory are
+    written first (`publish_objects`), unless that git reads no object at all."""
+    if reads_objects:
+        publish_objects()
     return clean_env({**_TARGETS.get(cwd, {}), **(env or {})})
 
 
@@ -110,13 +134,16 @@ def run_git(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     check: bool = True,
+    reads_objects: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git args…` in `cwd`; raise OperationFailed with git's own message on error."""
+    """Run `git args…` in `cwd`; raise OperationFailed with git's own message on error.
+    `reads_objects` False: a git that reads no object (`check-ignore --no-index`) runs
+    without the objects still in memory being written first (`env_for`)."""
     try:
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
-            env=env_for(cwd, env),
+            env=env_for(cwd, env, reads_objects=reads_objects),
             input=input,
             capture_output=True,
             check=False,

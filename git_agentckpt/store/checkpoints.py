@@ -321,7 +321,9 @@ class CheckpointStore:
         os.makedirs(lock_dir, exist_ok=True)
         from git_agentckpt.git.worktree import locked  # writes only: not at start-up
 
-        with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
+        # its objects go to disk as one pack, each part before a ref names it
+        lock = os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")
+        with locked(lock), self.repo.batched_objects():
             return retry(
                 lambda: self._create_once(
                     task,

@@ -1,0 +1,240 @@
+"""A checkpoint's objects reach the disk as one pack (`git/object_batch.py`): the pack is
+the one git itself would index, nothing names an object before it is on disk, and a
+kill at any instant leaves a sound repository."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import ckpt, ckpt_json, write
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import git_agentckpt
+from git_agentckpt.git import object_batch, packing, watcher
+from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.git.run import run_git
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def on_disk(repo: Path) -> tuple[int, list[str]]:
+    """Loose objects, and the names of the packs that have an index."""
+    objects = repo / ".git" / "objects"
+    loose = sum(len(os.listdir(objects / d)) for d in os.listdir(objects) if len(d) == 2)
+    packs = sorted(p.stem for p in (objects / "pack").glob("*.idx"))
+    return loose, packs
+
+
+def fsck(repo: Path) -> None:
+    proc = subprocess.run(
+        ["git", "fsck", "--strict", "--no-dangling"], cwd=repo, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "missing" not in proc.stdout
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    bodies=st.lists(
+        st.one_of(st.binary(max_size=40), st.binary(min_size=2000, max_size=70_000)),
+        min_size=1,
+        max_size=12,
+        unique=True,
+    )
+)
+def test_the_pack_and_index_are_the_ones_git_makes(
+    tmp_path_factory: pytest.TempPathFactory, bodies: list[bytes]
+) -> None:
+    """Blobs of every size class (one to four size bytes in the entry header): git's own
+    `index-pack` reads the pack and writes an index byte for byte equal to ours."""
+    import hashlib
+
+    where = tmp_path_factory.mktemp("pack")
+    rows = []
+    for body in bodies:
+        raw = hashlib.sha1(b"blob %d\0" % len(body) + body).digest()
+        rows.append((raw, 3, body))
+    name = object_batch.write_pack(str(where), rows)
+    pack, idx = where / f"{name}.pack", where / f"{name}.idx"
+    theirs = where / "theirs.idx"
+    subprocess.run(
+        ["git", "index-pack", "-o", str(theirs), str(pack)], check=True, capture_output=True
+    )
+    assert theirs.read_bytes() == idx.read_bytes()
+    listed = subprocess.run(
+        ["git", "verify-pack", "-v", str(idx)], check=True, capture_output=True, text=True
+    ).stdout
+    assert f"non delta: {len(rows)} object" in listed
+    assert oct(pack.stat().st_mode & 0o777) == oct(0o444)
+    assert not [p for p in os.listdir(where) if p.startswith("tmp_")]
+
+
+def test_a_batch_reaches_the_disk_as_one_pack_before_a_ref_names_it(repo: Path) -> None:
+    r = GitRepo.discover(str(repo))
+    before = on_disk(repo)
+    with r.batched_objects():
+        blobs = {f"f{i}": (r.write_blob(b"file %d\n" % i), 0o100644) for i in range(20)}
+        sub = r.write_tree(blobs)
+        top = r.write_tree({"sub": (sub, 0o040000)}, base=r.read_commit(r.head() or "").tree)
+        commit = r.commit(top, [r.head() or ""], "batched\n")
+        assert on_disk(repo) == before  # all in memory so far
+        # ...and readable through the repository as if stored
+        assert r.read_commit(commit).tree == top
+        assert r.tree_entry(top, "sub/f7") == (blobs["f7"][0], 0o100644)
+        assert r.cas_ref("refs/heads/batched", commit, None, "test")
+        loose, packs = on_disk(repo)
+        assert loose == before[0] and len(packs) == len(before[1]) + 1
+    assert git(repo, "cat-file", "-p", "batched:sub/f7") == "file 7"
+    assert git(repo, "rev-list", "--objects", "--count", "batched") != ""
+    fsck(repo)
+
+
+def test_git_run_inside_a_batch_sees_its_objects(repo: Path) -> None:
+    r = GitRepo.discover(str(repo))
+    with r.batched_objects():
+        blob = r.write_blob(b"seen by git\n")
+        # a git that reads objects gets them written first (`run.env_for`)
+        shown = run_git(["cat-file", "-p", blob], cwd=str(repo)).stdout
+    assert shown == b"seen by git\n"
+
+
+def test_a_few_objects_are_written_loose(repo: Path) -> None:
+    r = GitRepo.discover(str(repo))
+    loose, packs = on_disk(repo)
+    with r.batched_objects():
+        for i in range(object_batch.PACK_MIN - 1):
+            r.write_blob(b"small %d\n" % i)
+    assert on_disk(repo) == (loose + object_batch.PACK_MIN - 1, packs)
+
+
+def test_a_stamp_waits_for_the_objects_it_names(repo: Path) -> None:
+    r = GitRepo.discover(str(repo))
+    done: list[bool] = []
+    object_batch.when_on_disk(lambda: done.append(True))  # nothing held: at once
+    assert done == [True]
+    with r.batched_objects():
+        blob = r.write_blob(b"named by a stamp\n")
+        object_batch.when_on_disk(lambda: done.append(r.exists(blob)))
+        assert done == [True]
+    assert done == [True, True]
+    assert git(repo, "cat-file", "-t", blob) == "blob"
+
+
+def test_packing_turned_off_writes_loose(repo: Path) -> None:
+    git(repo, "config", "ckpt.packObjects", "false")
+    ckpt(repo, "task", "start", "t", "--goal", "loose")
+    for i in range(12):
+        write(repo / "many" / f"f{i}.txt", f"{i}\n")
+    ckpt(repo, "create", "-t", "t", "-m", "loose")
+    assert on_disk(repo)[1] == []
+
+
+@contextlib.contextmanager
+def watched(repo: Path) -> Iterator[None]:
+    """A work-tree watcher active in this process, as in a daemon child."""
+    live = watcher.TreeWatcher(str(repo), str(repo / ".git" / "agent"))
+    live.start()
+    live.finish_walk()
+    watcher.activate(live)
+    try:
+        yield
+    finally:
+        watcher.activate(None)
+        live.close()
+
+
+def test_a_checkpoint_through_the_watcher_is_one_pack_and_restores(repo: Path) -> None:
+    ck = git_agentckpt.open(str(repo))
+    ck.task_start("t", goal="packed")
+    with watched(repo):
+        ck.create(task="t", message="the first snapshot scans in full", light=False)
+        loose, packs = on_disk(repo)
+        for i in range(15):
+            write(repo / "many" / f"f{i}.txt", f"version one {i}\n")
+        live = watcher.active_for(str(repo))
+        assert live is not None
+        live.drain()
+        made = ck.create(task="t", message="one", light=False)
+    now_loose, after = on_disk(repo)
+    assert len(after) == len(packs) + 1
+    assert now_loose - loose <= 4  # the event commits of this call, written loose
+    log = watcher.read_log(str(repo / ".git" / "agent"), 50)
+    assert sum("full scan" in line for line in log) == 1  # only the first one
+    for i in range(15):
+        write(repo / "many" / f"f{i}.txt", "changed\n")
+    ckpt(repo, "restore", made.commit)
+    assert (repo / "many" / "f9.txt").read_text() == "version one 9\n"
+    fsck(repo)
+
+
+def test_packs_are_rolled_up(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(packing, "MAX_PACKS", 4)
+    ck = git_agentckpt.open(str(repo))
+    ck.task_start("t", goal="many packs")
+    most = 0
+    with watched(repo):
+        for n in range(12):
+            for i in range(10):
+                write(repo / "many" / f"f{i}.txt", f"round {n} file {i}\n")
+            ck.create(task="t", message=f"c{n}", light=False)
+            most = max(most, len(on_disk(repo)[1]))
+    assert 3 <= most <= 5  # packs came, and each roll-up left a logarithmic number
+    assert len(ckpt_json(repo, "list", "t")) == 13
+    fsck(repo)
+
+
+KILLED = """
+import sys
+from git_agentckpt.api import Checkpointer
+from git_agentckpt.git import watcher
+from pathlib import Path
+root = Path(sys.argv[1])
+ck = Checkpointer.open(str(root))
+live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))  # as the daemon
+live.start()
+live.finish_walk()
+watcher.activate(live)
+ck.create(task="k", message="the first snapshot scans in full", light=False)
+for n in range(3):
+    for i in range(12):
+        (root / "many").mkdir(exist_ok=True)
+        (root / "many" / f"f{i}.txt").write_text(f"kill round {n} {i}\\n")
+    ck.create(task="k", message=f"k{n}", light=False)
+"""
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_a_kill_between_pack_and_index_leaves_a_sound_repository(repo: Path, nth: int) -> None:
+    ckpt(repo, "task", "start", "k", "--goal", "killed")
+    env = dict(os.environ, GIT_CKPT_CRASH_AT=f"objects.pack@{nth}")
+    proc = subprocess.run([sys.executable, "-c", KILLED, str(repo)], env=env, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    # the killed checkpoint is not committed: the tip is the one before it, complete
+    subject = git(repo, "log", "-1", "--format=%s", "refs/agent/checkpoints/k")
+    assert subject.endswith("the first snapshot scans in full" if nth == 1 else ": k0")
+    # the pack without its index is not one git reads: nothing names its objects
+    orphans = [
+        p
+        for p in (repo / ".git" / "objects" / "pack").glob("*.pack")
+        if not p.with_suffix(".idx").exists()
+    ]
+    assert len(orphans) == 1
+    fsck(repo)
+    shown = ckpt(repo, "verify").output
+    assert "0 error(s), 0 warning(s)" in shown and "0 missing objects" in shown
+    ckpt(repo, "create", "-t", "k", "-m", "after the kill")  # and work goes on
+    fsck(repo)
