@@ -25,9 +25,10 @@ GIT_CKPT_DAEMON_TIMEOUT seconds (1) is given up on: the call runs here.
 Ctrl-C and SIGTERM end this process at any point.
 
 This module runs before anything else is imported, so it uses only what the
-interpreter or the `git-ckpt` script has already loaded (`os`, `sys`, `time`,
-`re` and so `enum`, which makes `signal` cheap) and the C module `_socket`;
-`typing` alone would cost ~10 ms, `socket` ~4 ms.
+interpreter has already loaded (`os`, `sys`, `time`) and the C modules `_socket`
+and `_signal`; `typing` alone would cost ~10 ms, `socket` ~4 ms, `re` (and the
+`enum` it brings) ~6 ms. So the `git-ckpt` executable is a plain script
+(`cli/git-ckpt`), not a console-scripts wrapper, which imports `re`.
 
 When no daemon answers, the call runs here and a daemon is started in the
 background for the next calls. `GIT_CKPT_DAEMON=off` (or the older
