@@ -106,17 +106,24 @@ def _last_git_error() -> str:
 
 @dataclass
 class Batch:
-    """The objects of one batch: written through `writer`, read by `repo` too (through
-    its lowest-priority `MemoryObjects` over the same dict)."""
+    """The objects of one batch: written through `writer` (opened at the first write),
+    read by `repo` too, through its lowest-priority `MemoryObjects` over the same dict."""
 
     repo: pygit2.Repository
     objects_dir: str
-    writer: pygit2.Repository
     memory: MemoryObjects
+    _writer: pygit2.Repository | None = None
 
     @property
     def objects(self) -> Stored:
         return self.memory.objects
+
+    @property
+    def writer(self) -> pygit2.Repository:
+        if self._writer is None:
+            self._writer = second_handle(self.repo)
+            self._writer.odb.add_backend(self.memory, _WRITE_PRIORITY)
+        return self._writer
 
 
 # the open batches, by the id of the handle they write for
@@ -133,10 +140,7 @@ def reader_for(repo: pygit2.Repository) -> MemoryObjects:
 
 def open_batch(repo: pygit2.Repository, objects_dir: str, reader: MemoryObjects) -> Batch:
     """A batch writing for `repo`, whose `reader_for` backend is `reader`."""
-    writer = second_handle(repo)
-    memory = MemoryObjects(reader.objects, writable=True)
-    writer.odb.add_backend(memory, _WRITE_PRIORITY)
-    batch = Batch(repo, objects_dir, writer, memory)
+    batch = Batch(repo, objects_dir, MemoryObjects(reader.objects, writable=True))
     _OPEN[id(repo)] = batch
     run.before_publishing(flush_all)
     return batch
