@@ -13,6 +13,7 @@ from helpers import ckpt, write
 
 from git_agentckpt.api import Checkpointer
 from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.store import chain_cache
 from git_agentckpt.store.chain_cache import _path, cached_chain, last_full
 from git_agentckpt.store.refs import TaskName
 
@@ -74,12 +75,14 @@ def test_a_damaged_or_foreign_cache_is_never_used(repo: Path) -> None:
     ck = Checkpointer.open(str(repo))
     path = Path(_path(ck.store, T))
     path.write_text("garbage\n")
+    chain_cache._memo.clear()  # as a new process reads it: from the file
     assert cached(repo) == walk(repo)
     ckpt(repo, "task", "start", "u", "--goal", "g")
     other = Path(_path(ck.store, TaskName("u")))
     cached_u = [c.commit for c in cached_chain(ck.store, TaskName("u"))]
     assert cached_u
     path.write_bytes(other.read_bytes())  # another task's chain, sealed and whole
+    chain_cache._memo.clear()
     assert cached(repo) == walk(repo)
 
 
@@ -142,5 +145,6 @@ def test_a_grown_chain_is_written_as_a_fresh_walk_writes_it(repo: Path) -> None:
     path = Path(_path(Checkpointer.open(str(repo)).store, T))
     grown = path.read_bytes()
     path.unlink()
+    chain_cache._memo.clear()  # as a new process reads it: from the file
     assert cached(repo) == walk(repo)
     assert path.read_bytes() == grown

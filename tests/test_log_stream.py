@@ -212,13 +212,50 @@ def test_the_index_file_reads_back_whole_and_a_bad_one_is_rebuilt(repo: Path) ->
     assert from_file() == full  # now from the file the first call wrote
     path = log_index._path(ck.log, t)
     raw = read_sealed(path)
-    assert raw is not None and raw.isascii() and '"v":3' in raw
+    assert raw is not None and raw.isascii() and '"v":4' in raw
     broken = raw.replace('"type":"', '"type":7,"was":"', 1)
     write_sealed(path, broken)  # digest right, a record wrong
     assert from_file() == full
-    write_sealed(path, raw.replace('"v":3', '"v":2', 1))  # an older format
+    write_sealed(path, raw.replace('"v":4', '"v":3', 1))  # an older format
     assert from_file() == full
     assert read_sealed(path) == raw  # written again as it was
+    stop = next(i for i, e in enumerate(key_events(ck.log, t)) if e.type == "model.quota")
+    assert f'"stop":{stop},' in raw  # the quota is the last stop signal
+    forged = raw.replace(f'"stop":{stop},', f'"stop":{stop - 1},', 1)
+    write_sealed(path, forged)  # digest right, pointing at an event that is not a stop
+    assert from_file() == full
+    assert read_sealed(path) == raw
+
+
+def test_the_last_stop_signal_comes_from_the_index_as_a_walk_finds_it(repo: Path) -> None:
+    """The brief's "last stop" (context.budget) is kept by the index as the log grows, and
+    equals the newest stop signal a walk of the whole log finds."""
+    from git_agentckpt.model import is_stop_signal
+    from git_agentckpt.store import log_index
+
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+
+    def walked() -> str | None:
+        stops = [e.id for e in ck.log.read(t) if is_stop_signal(e)]
+        return stops[-1] if stops else None
+
+    def indexed() -> str | None:
+        found = log_index.last_stop_signal(ck.log, t)
+        return None if found is None else found.id
+
+    assert indexed() is None and walked() is None
+    for i, kind in enumerate(("model.quota", "tool.call", "api.rate_limit", "tool.call")):
+        ck.event("t", kind, {"error": f"stop {i}"} if kind != "tool.call" else {"input": i})
+        ck.create("t", message=f"c{i}", light=True)
+        assert indexed() == walked()
+        log_index._memo.clear()  # as a new process reads it: from the file
+        assert indexed() == walked()
+    outcome = ck.resume("t")
+    assert outcome.brief is not None
+    brief = outcome.brief.markdown
+    assert "api.rate_limit" in brief and "stop 2" in brief
 
 
 def test_the_agents_last_events_come_from_the_index_as_a_walk_gives_them(repo: Path) -> None:

@@ -29,7 +29,7 @@ from git_agentckpt.contracts.schema import (
     load_contract_text,
 )
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.model import JSON, Event, is_stop_signal, is_tool_only
+from git_agentckpt.model import JSON, Event, is_tool_only
 from git_agentckpt.settings import CONSTRAINTS_MD, CONTRACTS_DIR
 
 PROSE_FILE = f"{CONTRACTS_DIR}/constraints.md"
@@ -155,19 +155,15 @@ class Budget:
         return {"usage": self.usage, "left": self.left, "last_stop": self.last_stop}
 
 
-def _is_stop(ev: Event) -> bool:
-    return is_stop_signal(ev)  # model.py: the event index keeps these (store/log_index.py)
-
-
-def budget(usage: Mapping[str, JSON], events: Sequence[Event]) -> Budget:
-    """Usage so far, what is left of each budget, and the last stop signal in the log."""
+def budget(usage: Mapping[str, JSON], stop: Event | None) -> Budget:
+    """Usage so far, what is left of each budget, and the last stop signal in the log
+    (`stop`: the event index keeps where it is, store/log_index.py)."""
     used = dict(usage)
     left: dict[str, JSON] = {}
     for spent, limit in (("tokens_used", "token_budget"), ("calls_used", "calls_budget")):
         u, b = used.get(spent), used.get(limit)
         if isinstance(u, int | float) and isinstance(b, int | float):
             left[spent.replace("_used", "_left")] = b - u
-    stop = next((ev for ev in reversed(events) if _is_stop(ev)), None)
     line = None
     if stop is not None:
         what = stop.data.get("error") or stop.data.get("message") or stop.output or ""

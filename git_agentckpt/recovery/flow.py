@@ -41,7 +41,7 @@ from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree,
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint
 from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
-from git_agentckpt.store.log_index import key_events, last_own_events
+from git_agentckpt.store.log_index import last_own_events, read_index, writes_deferred
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
 from git_agentckpt.store.workspace import Workspace
@@ -114,6 +114,7 @@ class _Session:
     not_trusted: list[str]
     contract: Contract | None
     events: list[Event]
+    last_stop: Event | None  # the last stop signal in the log (the index keeps where)
     report: dict[str, JSON]
     pending: list[NewEvent] = field(default_factory=list)  # logged with the report
     commands_ran: bool = False  # a trusted command of an assertion or constraint ran
@@ -133,7 +134,7 @@ class _Session:
         return Facts(
             state=state,
             contract=contract_context(self.ws.repo, self.contract, start_tree),
-            budget=budget(state.get("usage") or {}, self.events),
+            budget=budget(state.get("usage") or {}, self.last_stop),
             mode=mode,
             work=work_events(
                 last_own_events(self.ws.log, self.task, self.opts.n_events), self.opts.n_events
@@ -151,11 +152,15 @@ def _redo_attempts(view: TaskView, events: list[Event]) -> list[str]:
         if s.type == "step.start" and "which is done" in s.reason
     ]
     since = view.tip.commit if view.tip else None
-    seen_tip = since is None
-    for ev in events:
-        if not seen_tip:
-            seen_tip = ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == since
-            continue
+    first = 0  # after the tip's prepare, found from the end (a long log holds ~1,000)
+    if since is not None:
+        first = len(events)
+        for i in range(len(events) - 1, -1, -1):
+            ev = events[i]
+            if ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == since:
+                first = i + 1
+                break
+    for ev in events[first:]:
         if ev.type == REFUSED_START_EVENT and ev.data.get("status") == "done":
             out.append(f"event #{ev.seq}: `step start {ev.links.get('step')}` refused: it is done")
     return out
@@ -170,6 +175,7 @@ def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
     # a claim the history does not back (a forged or copied note) is reported, never trusted
     suspects = unsupported_claims(ws.store, task, view.state, view.tip)
     report: dict[str, JSON] = {"v": 1, "id": new_ulid(), "task": task.name, "started": iso_now()}
+    index = read_index(ws.log, task)  # the key events, indexed (store/log_index.py)
     if suspects or view.skipped:
         report["suspect_state"] = [c.to_json() for c in suspects]
         report["skipped_events"] = [e.to_json() for e in view.skipped]
@@ -181,12 +187,20 @@ def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
         without_suspect_claims(view.state, suspects),
         [c.one_line() for c in suspects] + [e.one_line() for e in view.skipped],
         load_contract(ws),
-        key_events(ws.log, task),
+        list(index.events) if index else [],
+        index.events[index.last_stop] if index and index.last_stop >= 0 else None,
         report,
     )
 
 
 def resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
+    """The five steps. The key-event index is read three times as the log grows, and
+    written once, at the end (`log_index.writes_deferred`)."""
+    with writes_deferred():
+        return _resume(ws, task_name, opts)
+
+
+def _resume(ws: Workspace, task_name: str, opts: ResumeOptions) -> ResumeOutcome:
     s = _open(ws, task_name, opts)
     if opts.brief_only:
         brief = build_brief(

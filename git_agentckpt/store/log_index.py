@@ -13,7 +13,9 @@ file, builds it again from the whole log. It is the same list a full read filter
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from git_agentckpt.model import Event, is_stop_signal, is_tool_only
@@ -46,6 +48,7 @@ class Index:
     calls_before: list[int]
     calls: int
     own: list[Event]  # the agent's own last `OWN_KEPT` events (not the tool's), oldest first
+    last_stop: int = -1  # where in `events` the last stop signal is (-1: none)
 
 
 _EVENTS_KEY = ',"events":['  # last in the file: the body runs from here to the end
@@ -55,7 +58,7 @@ OWN_KEPT = 32  # the brief shows the last 10 (recovery/flow.py)
 def _payload(task: TaskName, index: Index) -> str:
     """The file: one JSON object, the events last (`_EVENTS_KEY`), parsed in one go."""
     head = json.dumps(
-        {"kind": "index", "v": 3, "task": task.name, "tip": index.tip},
+        {"kind": "index", "v": 4, "task": task.name, "tip": index.tip, "stop": index.last_stop},
         ensure_ascii=True,
         separators=(",", ":"),
     )[:-1]
@@ -74,13 +77,14 @@ def _load(path: str, task: TaskName) -> Index | None:
         obj = json.loads(raw)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("v") != 3:
+    if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("v") != 4:
         return None
-    tip, objs, before, calls = (
+    tip, objs, before, calls, stop = (
         obj.get("tip"),
         obj.get("events"),
         obj.get("before"),
         obj.get("calls"),
+        obj.get("stop"),
     )
     if obj.get("task") != task.name or not isinstance(tip, str):
         return None
@@ -88,13 +92,17 @@ def _load(path: str, task: TaskName) -> Index | None:
         return None
     if not isinstance(calls, int) or not all(isinstance(n, int) for n in before):
         return None
+    if type(stop) is not int or not -1 <= stop < len(objs):
+        return None
     events = _parse(objs)
     own_objs = obj.get("own")
     own = _parse(own_objs) if isinstance(own_objs, list) else None
     start = raw.find(_EVENTS_KEY)
     if events is None or own is None or start < 0:
         return None
-    index = Index(tip, raw[start + len(_EVENTS_KEY) : -2], events, before, calls, own)
+    if stop >= 0 and not is_stop_signal(events[stop]):
+        return None
+    index = Index(tip, raw[start + len(_EVENTS_KEY) : -2], events, before, calls, own, stop)
     return index if _payload(task, index) == raw else None  # the body is exactly that
 
 
@@ -123,6 +131,35 @@ def _line(ev: Event) -> str:
 # In-process copy of the last index read or written per file; its tip is still
 # compared with the ref on every call.
 _memo: dict[str, Index] = {}
+# Inside `writes_deferred`: the files to write when it ends, with what they hold then
+_dirty: dict[str, tuple[TaskName, Index]] = {}
+_deferring = 0
+
+
+@contextlib.contextmanager
+def writes_deferred() -> Iterator[None]:
+    """One command reads the index several times while it appends events (a resume:
+    three times): inside, each file is written once, when the outermost block ends,
+    not at every read. A process killed first leaves the older file, which the next
+    read extends (a cache only saves work)."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        if not _deferring:
+            while _dirty:
+                path, (task, index) = _dirty.popitem()
+                write_sealed(path, _payload(task, index))
+
+
+def last_stop_signal(log: EventLog, task: TaskName) -> Event | None:
+    """The last stop signal in the task's log (`is_stop_signal`), kept by the index."""
+    index = read_index(log, task)
+    if index is None or index.last_stop < 0:
+        return None
+    return index.events[index.last_stop]
 
 
 def key_events(log: EventLog, task: TaskName) -> list[Event]:
@@ -143,7 +180,10 @@ def read_index(log: EventLog, task: TaskName) -> Index | None:
         cached = _load(path, task)
     if cached is None or cached.tip != head:
         cached = _extend(log, head, cached)
-        write_sealed(path, _payload(task, cached))
+        if _deferring:
+            _dirty[path] = (task, cached)
+        else:
+            write_sealed(path, _payload(task, cached))
     if len(_memo) >= 32 and path not in _memo:  # a long-lived process that reads many logs
         _memo.pop(next(iter(_memo)))
     _memo[path] = cached
@@ -163,16 +203,18 @@ def _extend(log: EventLog, head: str, old: Index | None) -> Index:
     segment.reverse()
     base = old if reached and old is not None else Index(head, "", [], [], 0, [])
     lines, events = [base.body] if base.body else [], list(base.events)
-    before, calls = list(base.calls_before), base.calls
+    before, calls, stop = list(base.calls_before), base.calls, base.last_stop
     for ev in segment:
         if is_key_event(ev):
+            if is_stop_signal(ev):
+                stop = len(events)
             events.append(ev)
             lines.append(_line(ev))
             before.append(calls)
         if ev.type in CALL_TYPES:
             calls += 1
     own = [*base.own, *(ev for ev in segment if not is_tool_only(ev.type))][-OWN_KEPT:]
-    return Index(head, ",".join(lines), events, before, calls, own)
+    return Index(head, ",".join(lines), events, before, calls, own, stop)
 
 
 def last_own_events(log: EventLog, task: TaskName, n: int) -> list[Event]:
@@ -194,4 +236,13 @@ def last_own_events(log: EventLog, task: TaskName, n: int) -> list[Event]:
     return out
 
 
-__all__ = ["CALL_TYPES", "Index", "is_key_event", "key_events", "last_own_events", "read_index"]
+__all__ = [
+    "CALL_TYPES",
+    "Index",
+    "is_key_event",
+    "key_events",
+    "last_own_events",
+    "last_stop_signal",
+    "read_index",
+    "writes_deferred",
+]
