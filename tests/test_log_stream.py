@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import git
 from helpers import ckpt, walked
 
@@ -281,3 +282,38 @@ def test_the_agents_last_events_come_from_the_index_as_a_walk_gives_them(repo: P
             log_index._memo.clear()  # as a new process reads it: from the file
             assert [e.id for e in last_own_events(ck.log, t, n)] == walked(n), (round_, n)
     assert [e.id for e in last_own_events(ck.log, t, OWN_KEPT + 5)] == walked(OWN_KEPT + 5)
+
+
+def test_a_resume_writes_the_index_once(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume reads the key-event index three times while it appends events (here: a
+    restore's); the file is written once, when it ends (`log_index.writes_deferred`),
+    as of its last read (the events logged after it are added by the next read)."""
+    from git_agentckpt.store import log_index
+    from git_agentckpt.store.state_cache import read_sealed
+
+    start(repo)
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName("t")
+    calls(repo, 5)
+    ck.resume("t")
+    path = log_index._path(ck.log, t)
+    written: list[str] = []
+    real = log_index.write_sealed
+
+    def counting(where: str, payload: str) -> None:
+        if where == path:
+            written.append(payload)
+        real(where, payload)
+
+    monkeypatch.setattr(log_index, "write_sealed", counting)
+    (repo / "README.md").write_text("drifted\n")  # restored: the log grows mid-resume
+    ck.resume("t", restore=True)
+    assert len(written) == 1
+    log_index._memo.clear()  # as a new process reads it: from the file
+    raw = read_sealed(path)
+    assert raw is not None
+    tip = json.loads(raw)["tip"]
+    git(repo, "merge-base", "--is-ancestor", tip, "refs/agent/events/t")
+    assert [e.id for e in key_events(ck.log, t)] == [
+        e.id for e in ck.log.read(t) if is_key_event(e)
+    ]
