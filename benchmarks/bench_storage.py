@@ -18,7 +18,12 @@ Options:
             counted at each checkpoint and every 256th event);
 - `gc-auto` `git gc --auto` every `--gc-every` checkpoints, started in the background
             (never waited for; git's own thresholds: 6700 loose objects, 50 packs);
-            the time is the foreground spawn, and the background run is reported apart.
+            the time is the foreground spawn, and the background run is reported apart;
+- `watcher` as the daemon checkpoints: the work-tree watcher on, so the snapshot's
+            blobs and trees are written by the tool and reach the disk with the commit
+            and notes as one pack per checkpoint (`git/object_batch.py`), then
+            `pack-128` for what is left loose (the event commits), after the answer
+            (the time is that step: `after_reply.run_queued`).
 
 Bytes on disk are allocated blocks (`st_blocks`) under `.git/objects`, minus those of
 the repository before the workload; "after gc" is after `git gc --prune=now`.
@@ -47,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_lib import git, seal_environment
 
-OPTIONS = ("loose", "pack-each", "pack-128", "gc-auto")
+OPTIONS = ("loose", "pack-each", "pack-128", "gc-auto", "watcher")
 WORDS = ("the", "of", "model", "train", "data", "loss", "step", "seed", "batch", "epoch", "run")
 
 
@@ -158,6 +163,19 @@ def run_workload(
     objects = repo / ".git" / "objects"
     ck = git_agentckpt.open(str(repo))
     ck.task_start("t", "storage benchmark")
+    live = None
+    if option == "watcher":
+        from git_agentckpt import after_reply
+        from git_agentckpt.git import watcher
+
+        git(repo, "config", "ckpt.packObjects", "true")
+        live = watcher.TreeWatcher(str(repo), str(repo / ".git" / "agent"))
+        live.start()
+        live.finish_walk()
+        watcher.activate(live)
+        after_reply.defer_in_this_process()
+        ck.create("t", message="the first snapshot scans in full")
+        after_reply.run_queued()
     base_disk = disk_bytes(objects)
     rng = random.Random(11)
     background = Background()
@@ -189,7 +207,9 @@ def run_workload(
                 added.append(time.perf_counter() - t1)
             continue
         t1 = time.perf_counter()
-        if option == "pack-each":
+        if option == "watcher":
+            after_reply.run_queued()
+        elif option == "pack-each":
             packing.pack_loose(ck.repo, min_objects=1)
         elif option == "pack-128":
             packing.pack_loose(ck.repo, min_objects=128)
@@ -198,6 +218,10 @@ def run_workload(
         if option != "loose":
             added.append(time.perf_counter() - t1)
     background.join()
+    if live is not None:
+        watcher.activate(None)
+        live.close()
+        after_reply._queue = None
     disk, loose, packs = disk_bytes(objects) - base_disk, loose_count(objects), pack_count(objects)
     fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True)
     git(repo, "gc", "-q", "--prune=now")

@@ -289,7 +289,7 @@ def test_a_resume_writes_the_index_once(repo: Path, monkeypatch: pytest.MonkeyPa
     restore's); the file is written once, when it ends (`log_index.writes_deferred`),
     as of its last read (the events logged after it are added by the next read)."""
     from git_agentckpt.store import log_index
-    from git_agentckpt.store.state_cache import read_sealed
+    from git_agentckpt.store.state_cache import read_sealed, write_sealed
 
     start(repo)
     ck = git_agentckpt.open(str(repo))
@@ -298,7 +298,7 @@ def test_a_resume_writes_the_index_once(repo: Path, monkeypatch: pytest.MonkeyPa
     ck.resume("t")
     path = log_index._path(ck.log, t)
     written: list[str] = []
-    real = log_index.write_sealed
+    real = write_sealed
 
     def counting(where: str, payload: str) -> None:
         if where == path:
