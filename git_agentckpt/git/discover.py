@@ -117,13 +117,12 @@ def _open(found: Found) -> pygit2.Repository:
             hint="checkpoint a SHA-1 repository (git init's default); see man git-ckpt, "
             "REPOSITORIES",
         )
+    # git itself accepted the repository (`ask_git`), its owner included (safe.directory,
+    # SUDO_UID): its verdict decides, so libgit2 is not asked to check the owner again
     try:
-        repo = _open_git_dir(found.git_dir, owner_checked=False)
+        repo = _open_accepted(found.git_dir)
     except pygit2.GitError as exc:
-        if "not owned by current user" not in str(exc):
-            raise RepositoryError(f"cannot open the repository at {found.git_dir}: {exc}") from exc
-        # git itself accepted the owner (safe.directory, SUDO_UID): its verdict decides
-        repo = _open_git_dir(found.git_dir, owner_checked=True)
+        raise RepositoryError(f"cannot open the repository at {found.git_dir}: {exc}") from exc
     if found.workdir is not None and (repo.workdir or "").rstrip("/") != found.workdir:
         repo.workdir = found.workdir  # GIT_WORK_TREE, or GIT_DIR with the cwd as its top
     return repo
@@ -132,12 +131,11 @@ def _open(found: Found) -> pygit2.Repository:
 def second_handle(repo: pygit2.Repository) -> pygit2.Repository:
     """Another handle on a repository this process opened (its owner already accepted):
     the object writes of a batch go through one (`object_batch.py`)."""
-    return _open_git_dir(repo.path, owner_checked=True)
+    return _open_accepted(repo.path)
 
 
-def _open_git_dir(git_dir: str, *, owner_checked: bool) -> pygit2.Repository:
-    if not owner_checked:
-        return pygit2.Repository(git_dir, RepositoryOpenFlag.NO_SEARCH)
+def _open_accepted(git_dir: str) -> pygit2.Repository:
+    """The repository at `git_dir`, whose owner git (or this process) already accepted."""
     with _owner_validation_off():
         return pygit2.Repository(git_dir, RepositoryOpenFlag.NO_SEARCH)
 
