@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from git_agentckpt import after_reply
 from git_agentckpt.cli import launch
 
-_SKIP_PRELOAD = ("git_agentckpt.__main__", "git_agentckpt.cli.server")
+# Not imported by the daemon: the entry points, and the MCP server, which never runs in
+# a daemon child (`git ckpt mcp` is a long-running server: `launch.refusal`) and whose
+# SDK (pydantic, starlette, httpx, anyio) doubles the daemon's memory (42 -> 82 MB),
+# and with it the cost of every fork and of the child's copy-on-write faults.
+_SKIP_PRELOAD = (
+    "git_agentckpt.__main__",
+    "git_agentckpt.cli.server",
+    "git_agentckpt.cli.mcp_server",
+)
 
 
 @dataclass
