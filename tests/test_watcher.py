@@ -382,3 +382,23 @@ def test_a_private_index_whose_shared_part_went_is_rebuilt(
     write(root / "b.txt", "b\n")
     ckpt(root, "create", "-t", "t")
     assert listing(root, checkpoint_tree(root)) == listing(root, plumbing_tree(root))
+
+
+def test_a_link_that_became_a_directory_below_a_removed_one_is_no_full_scan() -> None:
+    """Found by the property test under `--long`: a link `d/f` (to `d`), then `d` removed
+    and `d/f/g.py` written. The watcher names `d`; `d/f` is a directory now, which
+    `update-index --remove` refused ("is a directory"), so the snapshot fell back to a
+    full scan. It is removed by name first, as a file that became a directory is."""
+    batches: list[list[Op]] = [
+        [("dirlink", "d/f", "d")],
+        [("rmdir", "d"), ("write", "d/f/g.py", "1")],
+    ]
+    with watched_repo() as (root, outside, _):
+        snapshot_equals_full_scan(root, "first")
+        expected = full_scans(root)
+        for i, batch in enumerate(batches):
+            for action in batch:
+                apply(root, outside, action)
+            snapshot_equals_full_scan(root, (i, batches[: i + 1]))
+            log = (root / ".git" / "agent" / "watch.log").read_text()
+            assert full_scans(root) == expected, (i, log)

@@ -189,8 +189,11 @@ def update_paths(
     kept = set(take)
     drop = [p for p in set(drop) - kept if not _below(p, kept)]  # --replace drops those
     # entries git would look for through a link or a file, and files that became
-    # directories: removed by name first (`--force-remove` does not look at the disk)
-    forced = sorted({*became_dirs, *(p for p in drop if _through_link(repo.workdir, p))})
+    # directories (named, or found below a changed directory: a link `d/f` that is a
+    # directory now): removed by name first (`--force-remove` does not look at the disk)
+    forced = sorted(
+        {*became_dirs, *(p for p in drop if _through_link(repo.workdir, p) or _is_dir(repo, p))}
+    )
     if forced and not _run_update(repo, agent_dir, env, config, ["--force-remove"], forced):
         return None
     drop = [p for p in drop if p not in set(forced)]
@@ -262,6 +265,13 @@ def classify(
 def _below(path: str, dirs: set[str]) -> bool:
     parts = path.split("/")
     return any("/".join(parts[:i]) in dirs for i in range(1, len(parts)))
+
+
+def _is_dir(repo: GitRepo, path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(os.path.join(repo.workdir, path)).st_mode)
+    except OSError:
+        return False
 
 
 def _through_link(workdir: str, path: str) -> bool:
