@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -50,7 +51,19 @@ def fsck(repo: Path) -> None:
 )
 @given(
     bodies=st.lists(
-        st.one_of(st.binary(max_size=40), st.binary(min_size=2000, max_size=70_000)),
+        st.one_of(
+            st.binary(max_size=40),
+            # large bodies from a seed (hypothesis keeps its own inputs small), sizes on
+            # both sides of each width of the entry header's size: 16, 2 KiB, 256 KiB
+            st.builds(
+                lambda size, seed: random.Random(seed).randbytes(size),
+                st.one_of(
+                    st.sampled_from([15, 16, 2047, 2048, 262_143, 262_144]),
+                    st.integers(17, 300_000),
+                ),
+                st.integers(0, 2**32),
+            ),
+        ),
         min_size=1,
         max_size=12,
         unique=True,
@@ -237,4 +250,29 @@ def test_a_kill_between_pack_and_index_leaves_a_sound_repository(repo: Path, nth
     shown = ckpt(repo, "verify").output
     assert "0 error(s), 0 warning(s)" in shown and "0 missing objects" in shown
     ckpt(repo, "create", "-t", "k", "-m", "after the kill")  # and work goes on
+    fsck(repo)
+
+
+def test_fsync_object_files_syncs_the_pack(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`core.fsyncObjectFiles` (honoured for the loose objects a pack replaces): the pack,
+    its index and the pack directory are synced; without it nothing is."""
+    synced: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    r = GitRepo.discover(str(repo))
+    with r.batched_objects():
+        for i in range(object_batch.PACK_MIN):
+            r.write_blob(b"not synced %d\n" % i)
+    assert synced == []
+    git(repo, "config", "core.fsyncObjectFiles", "true")
+    r = GitRepo.discover(str(repo))
+    with r.batched_objects():
+        for i in range(object_batch.PACK_MIN):
+            r.write_blob(b"synced %d\n" % i)
+    assert len(synced) == 3  # the pack, its index, the directory
     fsck(repo)

@@ -112,6 +112,7 @@ class Batch:
     repo: pygit2.Repository
     objects_dir: str
     memory: MemoryObjects
+    durable: bool = False  # core.fsyncObjectFiles: the pack is synced to disk
     _writer: pygit2.Repository | None = None
 
     @property
@@ -138,9 +139,11 @@ def reader_for(repo: pygit2.Repository) -> MemoryObjects:
     return reader
 
 
-def open_batch(repo: pygit2.Repository, objects_dir: str, reader: MemoryObjects) -> Batch:
+def open_batch(
+    repo: pygit2.Repository, objects_dir: str, reader: MemoryObjects, *, durable: bool = False
+) -> Batch:
     """A batch writing for `repo`, whose `reader_for` backend is `reader`."""
-    batch = Batch(repo, objects_dir, MemoryObjects(reader.objects, writable=True))
+    batch = Batch(repo, objects_dir, MemoryObjects(reader.objects, writable=True), durable)
     _OPEN[id(repo)] = batch
     run.before_publishing(flush_all)
     return batch
@@ -165,7 +168,7 @@ def flush(batch: Batch) -> None:
     with translated("cannot write to the object store", batch.objects_dir):
         if len(items) >= PACK_MIN:
             rows = [(o.raw, k, d) for o, (k, d) in items]
-            write_pack(os.path.join(batch.objects_dir, "pack"), rows)
+            write_pack(os.path.join(batch.objects_dir, "pack"), rows, durable=batch.durable)
         else:
             odb = batch.repo.odb
             for _oid, (kind, data) in items:
@@ -245,32 +248,48 @@ def pack_bytes(objects: list[tuple[bytes, int, bytes]]) -> tuple[bytes, bytes]:
     return bytes(body), bytes(index)
 
 
-def write_pack(pack_dir: str, objects: list[tuple[bytes, int, bytes]]) -> str:
+def write_pack(
+    pack_dir: str, objects: list[tuple[bytes, int, bytes]], *, durable: bool = False
+) -> str:
     """Write `objects` as `pack-<checksum>.pack` and `.idx` in `pack_dir`: each to a
-    temporary file first, the pack renamed into place before its index. The name."""
+    temporary file first, the pack renamed into place before its index. The name.
+
+    `durable` (`core.fsyncObjectFiles`, which libgit2 and git honour for the loose
+    objects these replace): both files and the directory are synced to disk, so a
+    power cut cannot leave an index naming a pack that was never written. Without it,
+    as loose objects by default, a `kill -9` loses nothing (the page cache survives)."""
     body, index = pack_bytes(objects)
     if len(body) >= 1 << 31:  # the index's 32-bit offsets; batches stay far below
         raise ValueError("a batch of objects too large for one pack")
     name = "pack-" + body[-20:].hex()
     os.makedirs(pack_dir, exist_ok=True)
     with (
-        _temporary(pack_dir, "tmp_pack_", body) as tmp_pack,
-        _temporary(pack_dir, "tmp_idx_", index) as tmp_idx,
+        _temporary(pack_dir, "tmp_pack_", body, durable) as tmp_pack,
+        _temporary(pack_dir, "tmp_idx_", index, durable) as tmp_idx,
     ):
         os.replace(tmp_pack, os.path.join(pack_dir, name + ".pack"))
         crash_point("objects.pack")
         os.replace(tmp_idx, os.path.join(pack_dir, name + ".idx"))
+    if durable:
+        fd = os.open(pack_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return name
 
 
 @contextlib.contextmanager
-def _temporary(directory: str, prefix: str, data: bytes) -> Iterator[str]:
+def _temporary(directory: str, prefix: str, data: bytes, durable: bool) -> Iterator[str]:
     """`data` in a new read-only file in `directory`; removed if still there at the end."""
     fd, path = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             os.fchmod(fh.fileno(), 0o444)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         yield path
     finally:
         with contextlib.suppress(FileNotFoundError):

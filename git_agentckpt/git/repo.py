@@ -184,7 +184,10 @@ class GitRepo(RefMoves):
         if self._batch_reader is None:
             self._batch_reader = object_batch.reader_for(self._repo)
         objects = os.path.join(self.common_dir, "objects")
-        self._batch = object_batch.open_batch(self._repo, objects, self._batch_reader)
+        durable = self.config_bool("core.fsyncObjectFiles", False)
+        self._batch = object_batch.open_batch(
+            self._repo, objects, self._batch_reader, durable=durable
+        )
         try:
             yield
         finally:
