@@ -161,18 +161,25 @@ def test_property_incremental_equals_full_scan(long_run: bool) -> None:
         st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=8 if long_run else 5)
     )
     def scenario(batches: list[list[Op]]) -> None:
-        with watched_repo() as (root, outside, _):
-            snapshot_equals_full_scan(root, "first")
-            expected = full_scans(root)
-            for i, batch in enumerate(batches):
-                for action in batch:
-                    apply(root, outside, action)
-                snapshot_equals_full_scan(root, (i, batches[: i + 1]))
-                if any(a[0] == "ignore" for a in batch):
-                    expected = full_scans(root)
-                assert full_scans(root) == expected, (i, batches[: i + 1])
+        checkpoint_after_each(batches)
 
     scenario()
+
+
+def checkpoint_after_each(batches: list[list[Op]]) -> None:
+    """Apply each batch of actions and take a snapshot after it: the same tree as a full
+    scan each time, and no full scan but the first and after `.gitignore` edits."""
+    with watched_repo() as (root, outside, _):
+        snapshot_equals_full_scan(root, "first")
+        expected = full_scans(root)
+        for i, batch in enumerate(batches):
+            for action in batch:
+                apply(root, outside, action)
+            snapshot_equals_full_scan(root, (i, batches[: i + 1]))
+            if any(a[0] == "ignore" for a in batch):
+                expected = full_scans(root)
+            log = (root / ".git" / "agent" / "watch.log").read_text()
+            assert full_scans(root) == expected, (i, batches[: i + 1], log)
 
 
 def test_the_first_snapshot_scans_in_full_then_only_changes(
@@ -389,16 +396,6 @@ def test_a_link_that_became_a_directory_below_a_removed_one_is_no_full_scan() ->
     and `d/f/g.py` written. The watcher names `d`; `d/f` is a directory now, which
     `update-index --remove` refused ("is a directory"), so the snapshot fell back to a
     full scan. It is removed by name first, as a file that became a directory is."""
-    batches: list[list[Op]] = [
-        [("dirlink", "d/f", "d")],
-        [("rmdir", "d"), ("write", "d/f/g.py", "1")],
-    ]
-    with watched_repo() as (root, outside, _):
-        snapshot_equals_full_scan(root, "first")
-        expected = full_scans(root)
-        for i, batch in enumerate(batches):
-            for action in batch:
-                apply(root, outside, action)
-            snapshot_equals_full_scan(root, (i, batches[: i + 1]))
-            log = (root / ".git" / "agent" / "watch.log").read_text()
-            assert full_scans(root) == expected, (i, log)
+    checkpoint_after_each(
+        [[("dirlink", "d/f", "d")], [("rmdir", "d"), ("write", "d/f/g.py", "1")]]
+    )
