@@ -128,7 +128,7 @@ def become_caller(req: Request) -> int | None:
     os.environ.clear()  # exactly the caller's: nothing of the daemon's own environment
     os.environ.update(req.env)
     time.tzset()
-    from git_agentckpt.git.repo import reset_environment_caches
+    from git_agentckpt.git.discover import reset_environment_caches
 
     reset_environment_caches()
     sys.stdin = _text_stream(0, "r", req.env, "strict")

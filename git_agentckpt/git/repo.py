@@ -68,24 +68,6 @@ class TreeFile:
     mode: int
 
 
-def reset_environment_caches() -> None:
-    """Make libgit2 read HOME, XDG_CONFIG_HOME and the like again.
-
-    libgit2 computes the global, XDG and system config search paths and the
-    home directory once, when pygit2 is imported. A process that changes its
-    environment afterwards (the warm server's children take the caller's)
-    calls this, so config is found where git itself would look.
-    """
-    for level in (
-        pygit2.enums.ConfigLevel.GLOBAL,
-        pygit2.enums.ConfigLevel.XDG,
-        pygit2.enums.ConfigLevel.SYSTEM,
-        pygit2.enums.ConfigLevel.PROGRAMDATA,
-    ):
-        pygit2.option(pygit2.enums.Option.SET_SEARCH_PATH, level, None)
-    pygit2.option(pygit2.enums.Option.SET_HOMEDIR, None)
-
-
 class GitRepo(RefMoves):
     """An opened, non-bare repository."""
 
