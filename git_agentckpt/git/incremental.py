@@ -191,9 +191,8 @@ def update_paths(
     # entries git would look for through a link or a file, and files that became
     # directories (named, or found below a changed directory: a link `d/f` that is a
     # directory now): removed by name first (`--force-remove` does not look at the disk)
-    forced = sorted(
-        {*became_dirs, *(p for p in drop if _through_link(repo.workdir, p) or _is_dir(repo, p))}
-    )
+    top = repo.workdir
+    forced = sorted({*became_dirs, *(p for p in drop if _through_link(top, p) or _is_dir(top, p))})
     if forced and not _run_update(repo, agent_dir, env, config, ["--force-remove"], forced):
         return None
     drop = [p for p in drop if p not in set(forced)]
@@ -267,9 +266,9 @@ def _below(path: str, dirs: set[str]) -> bool:
     return any("/".join(parts[:i]) in dirs for i in range(1, len(parts)))
 
 
-def _is_dir(repo: GitRepo, path: str) -> bool:
+def _is_dir(workdir: str, path: str) -> bool:
     try:
-        return stat.S_ISDIR(os.lstat(os.path.join(repo.workdir, path)).st_mode)
+        return stat.S_ISDIR(os.lstat(os.path.join(workdir, path)).st_mode)
     except OSError:
         return False
 

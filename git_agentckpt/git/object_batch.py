@@ -38,13 +38,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pygit2
-from pygit2.ffi import C, ffi
 
 from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.git import run
 from git_agentckpt.git.discover import second_handle
-from git_agentckpt.git.syserr import translated
+from git_agentckpt.git.syserr import last_error_message, translated
 
+PACK_OBJECTS = "ckpt.packObjects"  # false: no batch, no packing (`packing.enabled`)
 PACK_MIN = 8  # objects: below this a batch is written loose (a pack costs ~0.5 ms)
 MAX_PENDING_BYTES = 32 << 20  # a batch holding more is written out at the next write
 _WRITE_PRIORITY = 1000  # before git's own backends (pack: 2, loose: 1)
@@ -78,7 +77,7 @@ class MemoryObjects(pygit2.OdbBackend):
 
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
         if not self.writable:
-            raise pygit2.GitError(_last_git_error() or "cannot write the object")
+            raise pygit2.GitError(last_error_message() or "cannot write the object")
         self.objects[oid] = (kind, bytes(data))
         self.pending_bytes += len(data)
 
@@ -95,13 +94,6 @@ class MemoryObjects(pygit2.OdbBackend):
 
     def refresh_cb(self) -> None:
         return None
-
-
-def _last_git_error() -> str:
-    err = C.git_error_last()
-    if err == ffi.NULL or err.message == ffi.NULL:
-        return ""
-    return str(ffi.string(err.message).decode("utf-8", "replace"))
 
 
 @dataclass
@@ -145,7 +137,6 @@ def open_batch(
     """A batch writing for `repo`, whose `reader_for` backend is `reader`."""
     batch = Batch(repo, objects_dir, MemoryObjects(reader.objects, writable=True), durable)
     _OPEN[id(repo)] = batch
-    run.before_publishing(flush_all)
     return batch
 
 

@@ -31,6 +31,7 @@ import os
 import string
 from dataclasses import dataclass
 
+from git_agentckpt.git import object_batch
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 
@@ -47,7 +48,7 @@ class Packed:
 
 
 def enabled(repo: GitRepo) -> bool:
-    return repo.config_bool("ckpt.packObjects", True)
+    return repo.config_bool(object_batch.PACK_OBJECTS, True)
 
 
 def objects_dir(repo: GitRepo) -> str:

@@ -13,8 +13,8 @@ import pygit2
 from pygit2.ffi import C
 
 from git_agentckpt.errors import CorruptError, RepositoryError
+from git_agentckpt.git.object_batch import flush_all
 from git_agentckpt.git.ref_create import create_ref
-from git_agentckpt.git.run import publish_objects
 from git_agentckpt.git.syserr import last_error_class, system_error
 from git_agentckpt.retry import retry
 
@@ -57,7 +57,7 @@ class RefMoves:
     def cas_ref(self, name: str, new: str, old: str | None, message: str) -> bool:
         """Move `name` from `old` (None: must not exist) to `new`. False if it was not `old`.
         Objects still in memory go to disk first (`object_batch.py`)."""
-        publish_objects()
+        flush_all()
         if old is None:
             return self._create_ref(name, new)
         try:

@@ -160,7 +160,7 @@ class GitRepo(RefMoves):
     def batched_objects(self) -> Iterator[None]:
         """Objects written inside go to disk as one pack, before anything outside this
         process can name them (`git/object_batch.py`). Nested: the outer batch holds."""
-        if self._batch is not None or not self.config_bool("ckpt.packObjects", True):
+        if self._batch is not None or not self.config_bool(object_batch.PACK_OBJECTS, True):
             yield  # nested, or packing turned off: loose, one file per object
             return
         if self._batch_reader is None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from git_agentckpt.errors import OperationFailed, RepositoryError
+from git_agentckpt.git.object_batch import flush_all
 from git_agentckpt.git.syserr import git_failure
 
 # Variables that point git at a repository, index or object store.
@@ -98,32 +99,14 @@ def _joined(lines: list[str]) -> str:
     return " ".join(lines)
 
 
-# called before git runs or a ref moves: objects still in memory go to disk first
-_BEFORE_PUBLISHING: list[Callable[[], None]] = []
-
-
-def before_publishing(hook: Callable[[], None]) -> None:
-    """Run `hook` before anything outside this process can name an object
-    (`object_batch.py`: objects written in memory go to disk)."""
-    if hook not in _BEFORE_PUBLISHING:
-        _BEFORE_PUBLISHING.append(hook)
-
-
-def publish_objects() -> None:
-    """Put every object this process wrote on disk: a ref is about to name one, git is
-    about to run, or a file of ours is about to name one."""
-    for hook in _BEFORE_PUBLISHING:
-        hook()
-
-
 def env_for(
     cwd: str, env: Mapping[str, str] | None = None, *, reads_objects: bool = True
 ) -> dict[str, str]:
     """The environment `run_git` gives git run in `cwd` (its repository, then `env`).
     Every git the tool runs gets its environment here: objects still in memory are
-    written first (`publish_objects`), unless that git reads no object at all."""
+    written first (`object_batch.flush_all`), unless that git reads no object at all."""
     if reads_objects:
-        publish_objects()
+        flush_all()
     return clean_env({**_TARGETS.get(cwd, {}), **(env or {})})
 
 

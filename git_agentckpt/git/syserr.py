@@ -37,6 +37,14 @@ def last_error_class() -> int:
     return 0 if err == ffi.NULL else int(err.klass)
 
 
+def last_error_message() -> str:
+    """libgit2's message for the error just raised on this thread ("": none)."""
+    err = C.git_error_last()
+    if err == ffi.NULL or err.message == ffi.NULL:
+        return ""
+    return str(ffi.string(err.message).decode("utf-8", "replace"))
+
+
 def probe(path: str) -> int | None:
     """The errno a write under `path` would meet now, when the file system says so."""
     try:

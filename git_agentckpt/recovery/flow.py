@@ -188,7 +188,7 @@ def _open(ws: Workspace, task_name: str, opts: ResumeOptions) -> _Session:
         [c.one_line() for c in suspects] + [e.one_line() for e in view.skipped],
         load_contract(ws),
         list(index.events) if index else [],
-        index.events[index.last_stop] if index and index.last_stop >= 0 else None,
+        index.stop if index else None,
         report,
     )
 

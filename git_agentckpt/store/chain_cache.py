@@ -19,7 +19,7 @@ import json
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
+from git_agentckpt.store.state_cache import StateCache, read_sealed, remember, write_sealed
 
 _FIELDS = (
     "id",
@@ -139,7 +139,7 @@ def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
     path = _path(store, task)
     cached = _memo.get(path) or _load(path, task)  # a stale copy is extended like a file
     if cached is not None and cached[0] == tip:
-        _remember(path, cached)
+        remember(_memo, path, cached)
         return list(cached[1])
     warned = len(store.warnings)
     fresh: list[Checkpoint] = []
@@ -156,14 +156,8 @@ def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:
     if len(store.warnings) == warned and fresh and fresh[0].commit == tip:
         body = ",".join(texts)
         write_sealed(path, _head(tip) + body + "]}")
-        _remember(path, (tip, list(fresh), body))
+        remember(_memo, path, (tip, list(fresh), body))
     return fresh
-
-
-def _remember(path: str, chain: tuple[str, list[Checkpoint], str]) -> None:
-    if len(_memo) >= 32 and path not in _memo:  # a process that reads many tasks
-        _memo.pop(next(iter(_memo)))
-    _memo[path] = chain
 
 
 def _load_full(path: str, task: TaskName) -> tuple[str, Checkpoint | None] | None:

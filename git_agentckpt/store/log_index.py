@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from git_agentckpt.model import Event, is_stop_signal, is_tool_only
 from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state_cache import StateCache, read_sealed, write_sealed
+from git_agentckpt.store.state_cache import StateCache, read_sealed, remember, write_sealed
 
 
 def is_key_event(ev: Event) -> bool:
@@ -49,6 +49,11 @@ class Index:
     calls: int
     own: list[Event]  # the agent's own last `OWN_KEPT` events (not the tool's), oldest first
     last_stop: int = -1  # where in `events` the last stop signal is (-1: none)
+
+    @property
+    def stop(self) -> Event | None:
+        """The last stop signal of the log (`is_stop_signal`), or None."""
+        return self.events[self.last_stop] if self.last_stop >= 0 else None
 
 
 _EVENTS_KEY = ',"events":['  # last in the file: the body runs from here to the end
@@ -157,9 +162,7 @@ def writes_deferred() -> Iterator[None]:
 def last_stop_signal(log: EventLog, task: TaskName) -> Event | None:
     """The last stop signal in the task's log (`is_stop_signal`), kept by the index."""
     index = read_index(log, task)
-    if index is None or index.last_stop < 0:
-        return None
-    return index.events[index.last_stop]
+    return None if index is None else index.stop
 
 
 def key_events(log: EventLog, task: TaskName) -> list[Event]:
@@ -184,9 +187,7 @@ def read_index(log: EventLog, task: TaskName) -> Index | None:
             _dirty[path] = (task, cached)
         else:
             write_sealed(path, _payload(task, cached))
-    if len(_memo) >= 32 and path not in _memo:  # a long-lived process that reads many logs
-        _memo.pop(next(iter(_memo)))
-    _memo[path] = cached
+    remember(_memo, path, cached)
     return cached
 
 

@@ -24,7 +24,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from git_agentckpt.model import JSON
 
@@ -129,6 +129,18 @@ class StateCache:
 
 
 MAX_SEALED = 256 << 20  # bytes: a bigger cache file is not one of ours
+MEMO_FILES = 32  # cache files a process keeps in memory (a long-lived one reads many)
+
+V = TypeVar("V")
+
+
+def remember(memo: dict[str, V], path: str, value: V) -> None:
+    """Keep `value`, read from or written to the cache file `path`, in a process's
+    `memo`, which holds the last `MEMO_FILES` files (its tip is still compared with the
+    ref by whoever reads it)."""
+    if len(memo) >= MEMO_FILES and path not in memo:
+        memo.pop(next(iter(memo)))
+    memo[path] = value
 
 
 def read_sealed(path: str) -> str | None:
