@@ -2,19 +2,27 @@
 
 A call the daemon serves answers its client as soon as the command returns
 (`cli/daemon_child.report_exit`). Tidying that nothing in the answer depends on
-(packing a checkpoint's loose objects, `git/packing.py`) is queued with `later`
-and then runs in a grandchild of its own session, as `git gc --auto` detaches:
-the caller, and its next call, never wait for it. Anywhere else (a process of
-its own, the Python API) `later` runs the work at once.
+(packing a checkpoint's loose objects, `git/packing.py`; writing the cache files
+of `.git/agent/state/`, `store/state_cache.py`) is queued with `later` and runs
+after the report, in the same child: before it reports, the child closes every
+file of its caller (its pipes see their end) and marks its slot in the daemon's
+shared page as reported (`mark_reported`), so the daemon no longer kills it when
+its client hangs up, and reaps it when the work is done. A child the daemon gave
+no slot (more calls at once than slots) runs the queue in a grandchild of its own
+session before it reports, as `git gc --auto` detaches (`run_detached`). Anywhere
+else (a process of its own, the Python API) `later` runs the work at once.
 
 The queued work must be crash-safe on its own (packing is: a pack is renamed
-into place before any loose copy goes) and must not need the caller's files:
-the grandchild has /dev/null for its standard streams.
+into place before any loose copy goes; a cache file is renamed into place whole)
+and must not need the caller's files, nor any file the child had open: all of
+them are closed at the report (a pack file libgit2 had open included), so it
+opens what it uses, as packing (git's own commands) and the cache writes do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 from collections.abc import Callable
 
@@ -28,6 +36,11 @@ def defer_in_this_process() -> None:
     _queue = []
 
 
+def deferring() -> bool:
+    """Whether `later` queues in this process (a daemon child) instead of running now."""
+    return _queue is not None
+
+
 def later(work: Work) -> None:
     """Run `work` after the answer when this process defers, else now. Its errors are
     its own: they never reach the command."""
@@ -39,21 +52,86 @@ def later(work: Work) -> None:
 
 
 def run_queued() -> int:
-    """Run what was queued, here and now (how many); the queue empties."""
+    """Run what was queued, here and now (how many); the queue empties. Work queued
+    while it runs (a flush that queues another) runs too."""
     global _queue
-    queued, _queue = (_queue or []), ([] if _queue is not None else None)
-    for work in queued:
-        with contextlib.suppress(Exception):
-            work()
-    return len(queued)
+    done = 0
+    while _queue:
+        queued, _queue = _queue, []
+        for work in queued:
+            with contextlib.suppress(Exception):
+                work()
+        done += len(queued)
+    return done
+
+
+class ReportedSlots:
+    """One byte per call in a page shared with every child the daemon forks: a child sets
+    its own to 1 right before it reports its exit (`mark_reported`); the daemon reads
+    it when that call's client hangs up (a client gone before the report: kill the call;
+    after it: let the child finish its queued work)."""
+
+    def __init__(self, size: int = mmap.PAGESIZE) -> None:
+        self.page = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
+        self.free = list(range(size - 1, -1, -1))
+
+    def take(self) -> int:
+        """A slot for the next child, cleared (-1: none free)."""
+        if not self.free:
+            return -1
+        slot = self.free.pop()
+        self.page[slot] = 0
+        return slot
+
+    def give_back(self, slot: int) -> None:
+        if slot >= 0:
+            self.free.append(slot)
+
+    def reported(self, slot: int) -> bool:
+        return slot >= 0 and self.page[slot] == 1
+
+
+_slot: tuple[ReportedSlots, int] | None = None  # in a daemon child: where it marks its report
+
+
+def use_slot(slots: ReportedSlots, slot: int) -> None:
+    """In a daemon child: its slot (-1: none, the queue runs detached before the report)."""
+    global _slot
+    _slot = (slots, slot) if slot >= 0 else None
+
+
+def mark_reported() -> None:
+    """Right before a child with a slot reports: from now on its client may go."""
+    if _slot is not None:
+        slots, slot = _slot
+        slots.page[slot] = 1
+
+
+def has_slot() -> bool:
+    return _slot is not None
+
+
+def run_after_report() -> None:
+    """In a daemon child with a slot, after its report: the queued work, here, with
+    /dev/null for stdin, stdout and stderr (the caller's were closed before the report)."""
+    if _slot is None or not _queue:
+        return
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            if fd != null:
+                os.dup2(null, fd)
+        if null > 2:
+            os.close(null)
+    run_queued()
 
 
 def run_detached() -> None:
-    """In a daemon child whose command returned, before it reports: what was queued, in a
-    grandchild of its own session that keeps none of the caller's files (its pipes see
-    their end when the child's end) and has /dev/null for stdin, stdout and stderr.
-    Returns at once in the child. Forked before the report: once the caller has its
-    answer and hangs up, the daemon may kill the child at any instant."""
+    """In a daemon child without a slot whose command returned, before it reports: what was
+    queued, in a grandchild of its own session that keeps none of the caller's files (its
+    pipes see their end when the child's end) and has /dev/null for stdin, stdout and
+    stderr. Returns at once in the child. Forked before the report: once the caller has
+    its answer and hangs up, the daemon may kill that child at any instant."""
     if not _queue:
         return
     try:

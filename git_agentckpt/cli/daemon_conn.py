@@ -19,6 +19,7 @@ class Conn:
     fds: list[int] = field(default_factory=list)
     req: Request | None = None
     pid: int = 0
+    slot: int = -1  # its byte in the daemon's `after_reply.ReportedSlots` (-1: none)
 
 
 def send(conn: Conn, kind: bytes, body: bytes | int | None = None) -> bool:

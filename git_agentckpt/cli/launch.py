@@ -465,6 +465,17 @@ def _debug(why: str) -> None:
         os.write(2, f"git ckpt: daemon: {why}; running in this process\n".encode())
 
 
+def _exit(status: int) -> None:
+    """End a call the daemon ran: nothing of ours is buffered (its output went to our
+    fds from the child), so skip the interpreter's teardown (~1.8 ms of every call)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 (no contextlib here: the module doc)
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status & 0xFF)  # as sys.exit would (-1: 255)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv == ["--version"]:  # what click prints, without importing click (~40 ms)
@@ -483,7 +494,7 @@ def main() -> None:
         except Interrupted as exc:  # a signal while the connection closed
             sys.exit(128 + exc.signum)
         if status is not None:
-            sys.exit(status)
+            _exit(status)
         if why.startswith("stale") or (why == "none" and not daemon_held(git_dir)):
             spawn_daemon(fp, worktree, git_dir)  # imports on the other core while this runs
         if why != "none":

@@ -19,8 +19,10 @@ checks, before anything is forked: the fingerprint, the command (`daemon_find.re
 commands that need a person or the terminal are refused here, not only skipped by
 the client) and the caller (`daemon_peer.refusal`: the caller must be the daemon's
 twin). It then answers "A", forks on the client's "G" and the child becomes the
-caller (`daemon_child.run_child`). The daemon itself never opens a repository:
-every child starts from the same pristine state.
+caller (`daemon_child.run_child`). The daemon itself never opens a repository;
+between calls it reads the worktree's cache files (`.git/agent/state/`) into the
+memos every child starts with (`cli/daemon_warm.py`), which a child trusts no more
+than the files: their tips are compared with the refs.
 
 Plugging in (the work-tree watcher, for instance): a function appended to
 `STARTUP_HOOKS` is called once with the `Daemon`, after the socket is bound and
@@ -31,9 +33,11 @@ in slices with `daemon.add_idle(task)` (run once per loop round while it returns
 True, between calls), and append to `daemon.before_fork` (called in the daemon
 right before each child is forked, e.g. to drain pending events so the child sees
 them), `daemon.in_child` (called in the child right after the fork),
+`daemon.after_call` (called in the daemon when a call's child has been reaped),
 `daemon.at_exit` (called when the daemon exits) and `daemon.status_hooks[name]`
 (its result is shown under `name` in `git ckpt daemon status --json`). The
-work-tree watcher plugs in this way (`cli/daemon_watch.py`). In the child,
+work-tree watcher and the cache read-ahead plug in this way (`cli/daemon_watch.py`,
+`cli/daemon_warm.py`). In the child,
 `current` is the daemon it was forked from (with its memory as it was at the
 fork); it is None in any other process. A child must still check that the repository it opened is
 `current.git_dir` before trusting anything the daemon knows about it.
@@ -98,8 +102,10 @@ class Daemon:
         self.idle_tasks: list[Callable[[], bool]] = []
         self.before_fork: list[Callable[[], None]] = []
         self.in_child: list[Callable[[], None]] = []
+        self.after_call: list[Callable[[], None]] = []
         self.at_exit: list[Callable[[], None]] = []
         self.status_hooks: dict[str, Callable[[], object]] = {}
+        self.slots = after_reply.ReportedSlots()  # which children reported (shared page)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket_path = daemon_find.socket_path(git_dir)
@@ -346,10 +352,13 @@ class Daemon:
         # Held back until the child has its own handlers (a Ctrl-C the client
         # forwards at once must interrupt the call, not hit the daemon's SIG_IGN).
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        conn.slot = self.slots.take()
         try:
             pid = os.fork()
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            self.slots.give_back(conn.slot)
+            conn.slot = -1
             self._refuse(conn, f"fork failed: {exc}")
             return
         if pid == 0:
@@ -388,18 +397,24 @@ class Daemon:
                     with contextlib.suppress(OSError):
                         os.close(fd)
             current = self
+            after_reply.use_slot(self.slots, conn.slot)
             for hook in self.in_child:
                 hook()
             code = run_child(req)
         except BaseException as exc:
             child_failed(exc)
         finally:
-            after_reply.run_detached()
+            if not after_reply.has_slot():
+                after_reply.run_detached()  # before the report: the daemon may kill us after
+            after_reply.mark_reported()  # from here on our client may hang up
             report_exit(own, code)
+            after_reply.run_after_report()
             os._exit(code)
 
     def _client_gone(self, conn: Conn) -> None:
-        """A client hung up (it was killed) while its call runs: kill the call too."""
+        """A client hung up while its call runs: before the call reported its exit (the
+        client was killed), kill the call too; after it, the child is finishing the work
+        that waits for the answer (`after_reply.py`) and is reaped when it ends."""
         try:
             if conn.sock.recv(4096, socket.MSG_DONTWAIT):
                 return  # a client never sends more; stray bytes are dropped
@@ -409,6 +424,8 @@ class Daemon:
             pass
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)
+        if self.slots.reported(conn.slot):
+            return
         with contextlib.suppress(OSError):
             os.kill(conn.pid, signal.SIGKILL)
 
@@ -423,9 +440,14 @@ class Daemon:
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
+            self.slots.give_back(conn.slot)
+            conn.slot = -1
             _send(conn, b"X", exit_status(wait_status))  # unless the child said it already
             self._drop(conn)
             self.last_active = time.monotonic()
+            for hook in self.after_call:
+                with contextlib.suppress(Exception):  # a broken plug-in must not stop us
+                    hook()
 
     def status(self) -> dict[str, object]:
         from git_agentckpt import __version__
@@ -459,10 +481,11 @@ class Daemon:
 def attach(daemon: Daemon) -> None:
     """Where plug-ins attach: every STARTUP_HOOKS function, once, before serving (the
     work-tree watcher first, `daemon_watch.py`)."""
-    from git_agentckpt.cli import daemon_watch
+    from git_agentckpt.cli import daemon_warm, daemon_watch
 
-    if daemon_watch.attach not in STARTUP_HOOKS:
-        STARTUP_HOOKS.insert(0, daemon_watch.attach)
+    for builtin in (daemon_warm.attach, daemon_watch.attach):
+        if builtin not in STARTUP_HOOKS:
+            STARTUP_HOOKS.insert(0, builtin)
     for hook in STARTUP_HOOKS:
         hook(daemon)
 

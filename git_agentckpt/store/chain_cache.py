@@ -16,10 +16,17 @@ from __future__ import annotations
 import itertools
 import json
 
+from git_agentckpt.errors import CkptError
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state_cache import StateCache, read_sealed, remember, write_sealed
+from git_agentckpt.store.state_cache import (
+    StateCache,
+    names_task,
+    read_sealed,
+    remember,
+    write_sealed,
+)
 
 _FIELDS = (
     "id",
@@ -107,8 +114,9 @@ def _read_doc(path: str, keys: set[str]) -> tuple[str, dict[str, JSON], str] | N
     return (tip, doc, raw) if isinstance(tip, str) else None
 
 
-def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None:
-    """The cached tip, its chain (newest first) and the rows as the file holds them."""
+def _load(path: str, task: TaskName | None) -> tuple[str, list[Checkpoint], str] | None:
+    """The cached tip, its chain (newest first) and the rows as the file holds them
+    (`task` None: the task of its rows, when the file's name is made from it)."""
     read = _read_doc(path, {"tip", "fields", "rows"})
     if read is None:
         return None
@@ -119,6 +127,16 @@ def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None
     head = _head(tip)
     if not raw.startswith(head) or not raw.endswith("]}"):
         return None
+    if task is None:
+        name = rows[0][_TASK_AT] if rows and isinstance(rows[0], list) and rows[0] else None
+        if not isinstance(name, str) or len(rows[0]) != len(_FIELDS):
+            return None
+        if not names_task(path, name, ".chain"):
+            return None
+        try:
+            task = TaskName(name)
+        except CkptError:
+            return None
     chain = [_from_row(row, task.name) for row in rows]
     if any(c is None for c in chain):
         return None
@@ -128,6 +146,16 @@ def _load(path: str, task: TaskName) -> tuple[str, list[Checkpoint], str] | None
 # In-process copy of the last chain read or written per file (a long-lived process:
 # the MCP server, a harness calling the API); its tip is still compared with the ref.
 _memo: dict[str, tuple[str, list[Checkpoint], str]] = {}
+
+
+def preload(path: str) -> bool:
+    """Read the chain file `path` into this process's memo (the daemon, between calls:
+    `store/warm_caches.py`); whether it read back whole. Its tip is still compared
+    with the ref by whoever reads it."""
+    cached = _load(path, None)
+    if cached is not None:
+        remember(_memo, path, cached)
+    return cached is not None
 
 
 def cached_chain(store: CheckpointStore, task: TaskName) -> list[Checkpoint]:

@@ -18,10 +18,17 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from git_agentckpt.errors import CkptError
 from git_agentckpt.model import Event, is_stop_signal, is_tool_only
 from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state_cache import StateCache, read_sealed, remember, write_sealed
+from git_agentckpt.store.state_cache import (
+    StateCache,
+    names_task,
+    read_sealed,
+    remember,
+    write_sealed,
+)
 
 
 def is_key_event(ev: Event) -> bool:
@@ -74,7 +81,9 @@ def _payload(task: TaskName, index: Index) -> str:
     )
 
 
-def _load(path: str, task: TaskName) -> Index | None:
+def _load(path: str, task: TaskName | None) -> Index | None:
+    """The index in the file `path`, if it reads back whole and is `task`'s (None: the
+    task it names, when the file is `path`: `preload`)."""
     raw = read_sealed(path)
     if raw is None:
         return None
@@ -84,6 +93,10 @@ def _load(path: str, task: TaskName) -> Index | None:
         return None
     if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("v") != 4:
         return None
+    if task is None:
+        task = _task_named(obj.get("task"), path)
+        if task is None:
+            return None
     tip, objs, before, calls, stop = (
         obj.get("tip"),
         obj.get("events"),
@@ -109,6 +122,26 @@ def _load(path: str, task: TaskName) -> Index | None:
         return None
     index = Index(tip, raw[start + len(_EVENTS_KEY) : -2], events, before, calls, own, stop)
     return index if _payload(task, index) == raw else None  # the body is exactly that
+
+
+def _task_named(name: object, path: str) -> TaskName | None:
+    """The task a file says it holds, when its name is made from that task."""
+    if not isinstance(name, str) or not names_task(path, name, ".idx"):
+        return None
+    try:
+        return TaskName(name)
+    except CkptError:
+        return None
+
+
+def preload(path: str) -> bool:
+    """Read the index file `path` into this process's memo (the daemon, between calls:
+    each child it forks starts with it, `store/warm_caches.py`); whether it read back
+    whole. Whoever reads it still compares its tip with the ref."""
+    index = _load(path, None)
+    if index is not None:
+        remember(_memo, path, index)
+    return index is not None
 
 
 def _parse(objs: list[object]) -> list[Event] | None:
@@ -244,6 +277,7 @@ __all__ = [
     "key_events",
     "last_own_events",
     "last_stop_signal",
+    "preload",
     "read_index",
     "writes_deferred",
 ]

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from git_agentckpt import after_reply
 from git_agentckpt.model import JSON
 
 FORMAT = "git-ckpt state cache v1"
@@ -97,10 +98,7 @@ class StateCache:
     def path(self, task: str, kind: str = ".json") -> str:
         """The file of `task`'s cached state, or (`kind` ".idx", ".chain") of another
         cache of the task kept beside it."""
-        import hashlib  # not at start-up (a command that reads no state needs none)
-
-        digest = hashlib.sha256(task.encode("utf-8", "surrogateescape")).hexdigest()
-        return os.path.join(self.dir, digest[:32] + kind)
+        return os.path.join(self.dir, file_name(task, kind))
 
     def load(self, task: str) -> CachedState | None:
         """The cached state of `task`, or None when there is none that reads back whole
@@ -128,6 +126,20 @@ class StateCache:
         write_sealed(self.path(task), payload)
 
 
+def file_name(task: str, kind: str) -> str:
+    """The name of `task`'s cache file of `kind` (".json", ".idx", ".chain")."""
+    import hashlib  # not at start-up (a command that reads no state needs none)
+
+    digest = hashlib.sha256(task.encode("utf-8", "surrogateescape")).hexdigest()
+    return digest[:32] + kind
+
+
+def names_task(path: str, task: str, kind: str) -> bool:
+    """Whether `path` is the file of `task` of `kind` (a file read for its own sake,
+    `warm_caches.py`: the task it says it holds must be the one its name is made from)."""
+    return os.path.basename(path) == file_name(task, kind)
+
+
 MAX_SEALED = 256 << 20  # bytes: a bigger cache file is not one of ours
 MEMO_FILES = 32  # cache files a process keeps in memory (a long-lived one reads many)
 
@@ -143,9 +155,16 @@ def remember(memo: dict[str, V], path: str, value: V) -> None:
     memo[path] = value
 
 
+# Files written by this process whose writing waits for the answer (`write_sealed`):
+# path -> payload, read back from here until written.
+_unwritten: dict[str, str] = {}
+
+
 def read_sealed(path: str) -> str | None:
     """The payload of a file `write_sealed` wrote; None when it is missing, torn, garbled
     or edited (its digest does not match)."""
+    if path in _unwritten:
+        return _unwritten[path]
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
@@ -170,7 +189,27 @@ def read_sealed(path: str) -> str | None:
 
 def write_sealed(path: str, payload: str) -> None:
     """`payload` (ASCII JSON) under a line naming the format and its sha256, written to a
-    temporary name and renamed into place; errors are ignored (a cache only saves work)."""
+    temporary name and renamed into place; errors are ignored (a cache only saves work).
+
+    In a call the daemon serves, the file is written after the answer
+    (`after_reply.py`: ~0.6 ms a file), the last payload of each path once; reads of
+    this process see it meanwhile (`read_sealed`). A process killed first leaves the
+    older file, which the next read extends or rebuilds, as after any crash."""
+    if after_reply.deferring():
+        if not _unwritten:
+            after_reply.later(_write_unwritten)
+        _unwritten[path] = payload
+        return
+    _write_now(path, payload)
+
+
+def _write_unwritten() -> None:
+    while _unwritten:
+        path, payload = _unwritten.popitem()
+        _write_now(path, payload)
+
+
+def _write_now(path: str, payload: str) -> None:
     import hashlib
 
     data = payload.encode("ascii")
