@@ -6,6 +6,7 @@ Not tests: pytest never collects these files (`bench_*.py`); `benchmarks/run.sh`
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -264,6 +265,26 @@ def stop_servers(env: Mapping[str, str], root: Path) -> None:
             check=False,
             env=env,
         )
+
+
+def settle(env: Mapping[str, str], repo: Path, timeout: float = 5.0) -> None:
+    """Wait (untimed) until the daemon of `repo` runs no call: a served call answers first
+    and then finishes its tidying (cache files, packing; `after_reply.py`). The next timed
+    command, ours or git's, then does not share the CPU with it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc = subprocess.run(
+            [cli_path(), "-C", str(repo), "daemon", "status", "--json"],
+            capture_output=True,
+            check=False,
+            env=env,
+        )
+        try:
+            if not json.loads(proc.stdout).get("calls"):
+                return
+        except ValueError:
+            return
+        time.sleep(0.005)
 
 
 def _daemon_worktrees(root: Path) -> set[str]:

@@ -10,8 +10,10 @@ Both run as processes in the same rounds, alternating which goes first:
   `git status` on the private index with the expected tree as HEAD);
 - `git status --porcelain` in the same repository.
 
-Each resume writes its resume checkpoint and report, as a real one does. Prints
-medians (ms) and the ratios to `git status`.
+Each resume writes its resume checkpoint and report, as a real one does. A call
+through the daemon answers, then writes its cache files and packs after the answer
+(`after_reply.py`): the next timed command waits (untimed) until that is done, so it
+never shares the CPU with it. Prints medians (ms) and the ratios to `git status`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from bench_lib import (
     git,
     make_repo,
     seal_environment,
+    settle,
     start_server,
     stop_servers,
 )
@@ -61,6 +64,10 @@ def main() -> int:
         call(warm, "resume", "t", "--json")
     served, own, status = Series(), Series(), Series()
 
+    def served_resume() -> None:
+        served.add(lambda: call(warm, "resume", "t", "--json"))
+        settle(warm, repo)
+
     def git_status() -> None:
         git(repo, "status", "--porcelain")
 
@@ -69,7 +76,7 @@ def main() -> int:
     for i in range(args.rounds):
         alternate(
             i,
-            lambda: served.add(lambda: call(warm, "resume", "t", "--json")),
+            served_resume,
             lambda: status.add(git_status),
         )
     for i in range(args.rounds):

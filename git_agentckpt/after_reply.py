@@ -28,12 +28,14 @@ from collections.abc import Callable
 
 Work = Callable[[], object]
 _queue: list[Work] | None = None
+_keys: set[object] = set()  # what `later_once` queued
 
 
 def defer_in_this_process() -> None:
     """From now on `later` queues (a daemon child, before it runs the command)."""
     global _queue
     _queue = []
+    _keys.clear()
 
 
 def deferring() -> bool:
@@ -49,6 +51,15 @@ def later(work: Work) -> None:
             work()
     else:
         _queue.append(work)
+
+
+def later_once(key: object, work: Work) -> None:
+    """`later`, unless work under the same `key` is queued already (deferring only)."""
+    if _queue is not None and key in _keys:
+        return
+    if _queue is not None:
+        _keys.add(key)
+    later(work)
 
 
 def run_queued() -> int:

@@ -192,15 +192,18 @@ def test_a_served_call_writes_its_caches_after_its_answer_and_the_daemon_reads_t
     index = log_index._path(ck.log, TaskName("t"))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(index)  # the resume must write it again: after its answer
-    before = git(repo, "rev-parse", "refs/agent/events/t")
     out = json.loads(ok(repo, "resume", "t", "--json"))
     assert out["outcome"] == "ready"
+    tip = git(repo, "rev-parse", "refs/agent/events/t")
 
-    def index_of_the_resume() -> bool:
-        raw = state_cache.read_sealed(index)  # the resume read it before its own events
-        return raw is not None and json.loads(raw)["tip"] == before
+    def index_at_tip() -> bool:
+        # written after the answer, at the tip the call left (`warm_caches.after_append`)
+        raw = state_cache.read_sealed(index)
+        return raw is not None and json.loads(raw)["tip"] == tip
 
-    wait_for(index_of_the_resume, "the index to be written after the answer")
+    wait_for(index_at_tip, "the index to be written after the answer")
+    state = state_cache.StateCache(str(repo / ".git")).load("t")
+    assert state is not None and state.key.events == tip  # the state cache too
     caches = wait_for(
         lambda: (c := running_status(repo).get("caches")) and c["held"] >= 2 and c,
         "the daemon to read the cache files",

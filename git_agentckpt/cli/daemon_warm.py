@@ -5,14 +5,17 @@ After each call (and once at start), between calls, the files of
 `.git/agent/state/` that changed are read into the memos each forked child starts
 with (`store/warm_caches.py`): a resume or a `tick` deep into a long task no longer
 parses its whole key-event index and checkpoint chain. A child trusts them no more
-than the files: their tips are compared with the refs.
+than the files: their tips are compared with the refs. A child that appended events
+brings its task's cache files to the new tips after its answer (`after_append`), so
+the next call finds them current.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from git_agentckpt.store.warm_caches import WarmCaches
+from git_agentckpt.store import events
+from git_agentckpt.store.warm_caches import WarmCaches, after_append
 
 if TYPE_CHECKING:
     from git_agentckpt.cli.server import Daemon
@@ -31,4 +34,6 @@ def attach(daemon: Daemon) -> None:
 
     daemon.add_idle(refresh)
     daemon.after_call.append(after_call)
+    if after_append not in events.APPEND_HOOKS:  # each child brings its tasks' files to tip
+        events.APPEND_HOOKS.append(after_append)
     daemon.status_hooks["caches"] = warm.status

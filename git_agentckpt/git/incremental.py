@@ -341,6 +341,8 @@ def finish(agent_dir: str, chosen: Plan, tree: str, behind: Sequence[str] = ()) 
     stamp = watcher.Stamp(
         chosen.view.watcher_id, chosen.view.seq, tree, index, rules, tuple(sorted(behind))
     )
+    if stamp == chosen.stamp:
+        return  # what the file holds already (a snapshot of no change): no write
     # the stamp names the tree: it is written once the tree is on disk. Until then the
     # last stamp holds, and stays true: it only sees fewer changes taken in
     object_batch.when_on_disk(lambda: watcher.write_stamp(agent_dir, stamp))

@@ -360,8 +360,8 @@ def _ready(
             data={"steps_reset_to_pending": reset, "report": s.report_id},
         )
     )
-    s.ws.log.append(s.task, s.pending)
-    s.pending = []
+    # the recovery events so far go in the commit of the resume checkpoint's prepare
+    lead, s.pending = s.pending, []
     made = s.ws.create(
         s.task.name,
         message=f"resume from {start.id}",
@@ -369,6 +369,7 @@ def _ready(
         force=True,
         _state_override=state,
         _tree=None if s.commands_ran else tree,
+        _lead=lead,
     )
     crash_point("resume.checkpoint")
     s.report["resume_checkpoint"] = made.to_json()

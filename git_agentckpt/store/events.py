@@ -10,9 +10,10 @@ Secrets are redacted before the commit object is written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, CorruptError
@@ -102,6 +103,12 @@ def _subject(events: Sequence[Event]) -> str:
     return f"#{events[0].seq}..#{events[-1].seq} batch of {len(events)} events: {shown}"
 
 
+# Called after each append with the repository and the task (errors are the hook's own):
+# the daemon brings the task's cache files to the new tip after the answer
+# (`store/warm_caches.after_append`, registered by `cli/daemon_warm.py`).
+APPEND_HOOKS: list[Callable[[GitRepo, TaskName], None]] = []
+
+
 class EventLog:
     def __init__(self, repo: GitRepo, redactor: Redactor | None = None) -> None:
         self.repo = repo
@@ -161,6 +168,9 @@ class EventLog:
             return commit
 
         retry_cas(attempt, f"appending to the event log of {task}")
+        for hook in APPEND_HOOKS:
+            with contextlib.suppress(Exception):
+                hook(self.repo, task)
         return result
 
     def last_seq_at(self, tip: str | None) -> int:

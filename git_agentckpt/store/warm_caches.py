@@ -23,7 +23,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from git_agentckpt import after_reply
+from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.store import chain_cache, log_index
+from git_agentckpt.store.checkpoints import CheckpointStore
+from git_agentckpt.store.events import EventLog
+from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.state import read_task
 from git_agentckpt.store.state_cache import MEMO_FILES, StateCache
 
 LOADERS: dict[str, Callable[[str], bool]] = {
@@ -87,4 +93,26 @@ class WarmCaches:
         return {"files": len(self.seen), "reads": self.reads, "held": self.held}
 
 
-__all__ = ["LOADERS", "WarmCaches"]
+def after_append(repo: GitRepo, task: TaskName) -> None:
+    """`events.APPEND_HOOKS`, in a daemon child: once the caller has its answer, bring
+    the task's cache files to the tips the call left (`bring_to_tip`), so the daemon
+    reads them before the next call and that call finds them current."""
+    if not after_reply.deferring():
+        return
+    where = repo.workdir or repo.git_dir
+    after_reply.later_once(("caches", repo.git_dir, task.name), lambda: bring_to_tip(where, task))
+
+
+def bring_to_tip(where: str, task: TaskName) -> None:
+    """Read the task's state, key-event index and checkpoint chain, as the next call
+    will: each cache file then holds the refs' tips. Through a repository opened
+    afresh (after the report, the call's own handle has none of its files open)."""
+    repo = GitRepo.discover(where)
+    log = EventLog(repo)
+    store = CheckpointStore(repo, log)
+    read_task(store, log, task)
+    log_index.read_index(log, task)
+    chain_cache.cached_chain(store, task)
+
+
+__all__ = ["LOADERS", "WarmCaches", "after_append", "bring_to_tip"]

@@ -165,11 +165,16 @@ class Workspace(TaskReader):
         _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
         _start: dict[str, JSON] | None = None,
         _tree: str | None = None,
+        _lead: Sequence[NewEvent] = (),
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
         `_tree` (internal: restore and resume) is the working tree already proven equal to
         the disk; a full checkpoint records it instead of snapshotting again.
+
+        `_lead` (internal: resume's recovery events) is logged in the same commit as the
+        `checkpoint.prepare`, just before it, once: a retry after a lost race logs its own
+        prepare without them (they are in the log already, with the aborted one).
 
         `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
         also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
@@ -180,10 +185,14 @@ class Workspace(TaskReader):
             *key_input_assertions(self.repo.workdir, self.settings.key_inputs),
         ]
 
+        unlogged = list(_lead)
+
         def compute_state() -> tuple[dict[str, JSON], list[NewEvent]]:
             """Runs under the task's lock (and again on each retry): see CheckpointStore.
-            Also the events to log with the prepare: the task.start of a new task."""
-            lead: list[NewEvent] = []
+            Also the events to log with the prepare: `_lead` (the first time), and the
+            task.start of a new task."""
+            lead: list[NewEvent] = unlogged[:]
+            unlogged.clear()
             if _state_override is not None:  # resume: the state of the checkpoint it stands for
                 current: dict[str, JSON] | None = json.loads(json.dumps(_state_override))
             else:
