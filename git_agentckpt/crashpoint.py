@@ -38,8 +38,9 @@ POINTS = (
     "restore.logged",  # every file written and workspace.restore logged
     # resume (recovery/flow.py)
     "resume.verified",  # the workspace verified (restored if asked), no recovery.* event yet
-    "resume.checkpoint",  # the resume checkpoint committed, no report yet
-    "resume.report",  # the recovery report stored, its recovery.* event not yet logged
+    "resume.checkpoint",  # the resume checkpoint committed, no report, no commit event yet
+    "resume.report",  # the recovery report stored; its checkpoint.commit and recovery.ready
+    # not yet logged (one commit, after it)
     # confirm (recovery/confirming.py)
     "confirm.checked",  # the restatement checked, nothing written yet
     "confirm.logged",  # verdict and state.update logged, the report not yet updated

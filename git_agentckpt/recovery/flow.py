@@ -360,9 +360,23 @@ def _ready(
             data={"steps_reset_to_pending": reset, "report": s.report_id},
         )
     )
+    blocking = [c for c in failing if c.get("severity") == "block"]
+    status, outcome = (Exit.NOT_READY, "not_ready") if blocking else (Exit.OK, "ready")
+
+    def committed(made: Checkpoint) -> list[NewEvent]:
+        """The resume checkpoint is committed: the report, then `recovery.ready`, logged
+        with its `checkpoint.commit` in one commit."""
+        crash_point("resume.checkpoint")
+        s.report["resume_checkpoint"] = made.to_json()
+        s.lap("checkpoint")
+        s.report.update({"outcome": outcome, "exit": int(status), "timings": s.timings})
+        data = {"report": s.report_id, "next_step": brief.data["next_step"]}
+        ready = NewEvent("recovery.ready", links={"checkpoint": made.commit}, data=data)
+        return _save(s, brief, [ready])
+
     # the recovery events so far go in the commit of the resume checkpoint's prepare
     lead, s.pending = s.pending, []
-    made = s.ws.create(
+    s.ws.create(
         s.task.name,
         message=f"resume from {start.id}",
         trigger=RESUME_TRIGGER,
@@ -370,15 +384,8 @@ def _ready(
         _state_override=state,
         _tree=None if s.commands_ran else tree,
         _lead=lead,
+        _committed=committed,
     )
-    crash_point("resume.checkpoint")
-    s.report["resume_checkpoint"] = made.to_json()
-    s.lap("checkpoint")
-    blocking = [c for c in failing if c.get("severity") == "block"]
-    status, outcome = (Exit.NOT_READY, "not_ready") if blocking else (Exit.OK, "ready")
-    s.report.update({"outcome": outcome, "exit": int(status), "timings": s.timings})
-    data = {"report": s.report_id, "next_step": brief.data["next_step"]}
-    _store(s, brief, [NewEvent("recovery.ready", links={"checkpoint": made.commit}, data=data)])
     confirm_hint = f"confirm with `git ckpt confirm {s.task} --restatement FILE`"
     if blocking:
         ids = ", ".join(str(c["id"]) for c in blocking)
@@ -411,6 +418,12 @@ def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
 
 
 def _store(s: _Session, brief: Brief | None, events: list[NewEvent]) -> None:
+    """The report, then `events` (with any still pending) logged."""
+    s.ws.log.append(s.task, _save(s, brief, events))
+
+
+def _save(s: _Session, brief: Brief | None, events: list[NewEvent]) -> list[NewEvent]:
+    """The report stored; the events to log after it (any still pending first)."""
     save_report(
         s.ws.repo,
         s.task,
@@ -419,8 +432,8 @@ def _store(s: _Session, brief: Brief | None, events: list[NewEvent]) -> None:
         f"report {s.report_id}: {s.report.get('outcome')}\n",
     )
     crash_point("resume.report")
-    s.ws.log.append(s.task, [*s.pending, *events])
-    s.pending = []
+    out, s.pending = [*s.pending, *events], []
+    return out
 
 
 def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:

@@ -304,8 +304,15 @@ class CheckpointStore:
         secret_paths: Sequence[str] = (),
         actor: Mapping[str, JSON] | None = None,
         tree: str | None = None,
+        committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
     ) -> Checkpoint:
         """Create one checkpoint in write-ahead order (see the module docstring).
+
+        `committed(checkpoint)`, when given, runs once the commit point is passed, before
+        the `checkpoint.commit` event is logged; the events it returns are logged with
+        that event, in one commit (a resume stores its report there and logs its
+        `recovery.ready`). A crash while it runs leaves the checkpoint committed
+        without its commit event, which the next resume logs (`commit-event-missing`).
 
         `tree` (a full checkpoint only) is the working tree as the caller already knows it,
         proven equal to the disk (a verification that found it clean, the snapshot a
@@ -336,6 +343,7 @@ class CheckpointStore:
                     secret_paths,
                     actor,
                     tree,
+                    committed,
                 ),
                 what=f"checkpoint of {task}",
                 tries=20,
@@ -413,6 +421,7 @@ class CheckpointStore:
         secret_paths: Sequence[str],
         actor: Mapping[str, JSON] | None,
         known_tree: str | None = None,
+        committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
     ) -> Checkpoint | None:
         repo = self.repo
         old = repo.read_ref(task.checkpoints_ref)
@@ -467,9 +476,7 @@ class CheckpointStore:
             self.log.append(task, [abort])
             return None
         crash_point("checkpoint.ref")
-        # 5. done
-        self.log.append(task, [NewEvent("checkpoint.commit", who, links=links, data=data)])
-        return Checkpoint(
+        made = Checkpoint(
             id=ckpt_id,
             commit=commit,
             task=task.name,
@@ -484,3 +491,8 @@ class CheckpointStore:
             tree=tree,
             parent=old,
         )
+        after = list(committed(made)) if committed is not None else []
+        # 5. done
+        done = NewEvent("checkpoint.commit", who, links=links, data=data)
+        self.log.append(task, [done, *after])
+        return made

@@ -166,6 +166,7 @@ class Workspace(TaskReader):
         _start: dict[str, JSON] | None = None,
         _tree: str | None = None,
         _lead: Sequence[NewEvent] = (),
+        _committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
     ) -> Checkpoint:
         """Take a checkpoint; `state` is a patch merged into the current task state.
 
@@ -175,6 +176,8 @@ class Workspace(TaskReader):
         `_lead` (internal: resume's recovery events) is logged in the same commit as the
         `checkpoint.prepare`, just before it, once: a retry after a lost race logs its own
         prepare without them (they are in the log already, with the aborted one).
+        `_committed` (internal: resume) runs after the commit point, its events logged
+        with the `checkpoint.commit` (`CheckpointStore.create`).
 
         `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
         also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
@@ -232,6 +235,7 @@ class Workspace(TaskReader):
             actor={"agent": actor} if actor else None,
             assertions=checks,
             tree=_tree,
+            committed=_committed,
         )
         if not light and _tree is None:
             record_cost(self.repo, time.perf_counter() - started)
