@@ -379,6 +379,22 @@ def test_fingerprint_follows_the_package_files_and_home(tmp_path: Path) -> None:
     assert launch.fingerprint(str(pkg), {"HOME": "/home/two"}) != launch.fingerprint(str(pkg), env)
 
 
+def test_an_installed_package_is_fingerprinted_by_its_site_packages(tmp_path: Path) -> None:
+    """In site-packages only an installer changes the package, and it always changes the
+    directory (a `.dist-info` added or removed): no walk of the package's files."""
+    site = tmp_path / "lib" / "site-packages"
+    pkg = site / "git_agentckpt"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("A = 1\n")
+    env = {"HOME": "/home/one"}
+    first = launch.fingerprint(str(pkg), env)
+    later = time.time() + 10
+    os.utime(pkg / "a.py", (later, later))
+    assert launch.fingerprint(str(pkg), env) == first  # the files are not looked at
+    (site / "git_agentckpt-0.2.0.dist-info").mkdir()  # an upgrade
+    assert launch.fingerprint(str(pkg), env) != first
+
+
 def test_version_is_answered_before_click_is_imported() -> None:
     fast = subprocess.run([GIT_CKPT, "--version"], capture_output=True, text=True, check=True)
     from click.testing import CliRunner

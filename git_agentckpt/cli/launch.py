@@ -100,21 +100,28 @@ def package_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+INSTALLED_IN = ("site-packages", "dist-packages")  # a package put there by an installer
+
+
 def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """What a daemon must share with its clients: interpreter, package files, HOME.
 
-    The package part is the newest mtime and the number of its `.py` files
-    (about 70 `stat` calls, ~0.3 ms) and the mtime of the directory holding
-    it (site-packages: any install or removal there changes it): editing or
-    upgrading the package or a dependency gives a new fingerprint, so the
-    daemon refuses the call as stale and is replaced. HOME is part of it too.
+    The package part is the mtime of the directory holding it: in site-packages any
+    install, upgrade or removal there changes it (the installer adds or removes a
+    `.dist-info` directory), so an installed package needs nothing more. A package
+    anywhere else (a source checkout, an editable install) is edited in place: there
+    the newest mtime and the number of its `.py` files count too (~180 `stat` calls,
+    ~0.7 ms of every call). Editing or upgrading the package or a dependency gives a
+    new fingerprint, so the daemon refuses the call as stale and is replaced. HOME is
+    part of it too.
     """
     from git_agentckpt import __version__
 
     pkg = pkg or package_dir()
     env = os.environ if env is None else env
     newest, count = 0, 0
-    stack = [pkg]
+    installed = os.path.basename(os.path.dirname(pkg)) in INSTALLED_IN
+    stack = [] if installed else [pkg]
     while stack:
         with os.scandir(stack.pop()) as entries:
             for entry in entries:
