@@ -14,7 +14,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from git_agentckpt.crashpoint import crash_point
@@ -329,12 +328,9 @@ class CheckpointStore:
         os.makedirs(lock_dir, exist_ok=True)
         from git_agentckpt.git.worktree import locked  # writes only: not at start-up
 
-        # a snapshot's objects go to disk as one pack, each part before a ref names it; a
-        # checkpoint without one (light, or a tree already written) writes a handful of
-        # objects, loose anyway (`object_batch.PACK_MIN`): no batch, no second handle
+        # its objects go to disk as one pack, each part before a ref names it
         lock = os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")
-        batch = self.repo.batched_objects() if not light and tree is None else nullcontext()
-        with locked(lock), batch:
+        with locked(lock), self.repo.batched_objects():
             return retry(
                 lambda: self._create_once(
                     task,
