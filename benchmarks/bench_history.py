@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -275,6 +276,7 @@ def small_repo(root: Path) -> Path:
     import git_agentckpt
 
     repo = root / "small-repo"
+    shutil.rmtree(repo, ignore_errors=True)  # a kept directory's, from an earlier run
     repo.mkdir()
     git(repo, "init", "-q")
     (repo / "f.txt").write_text("x\n")

@@ -365,18 +365,19 @@ def test_fingerprint_follows_the_package_files_and_home(tmp_path: Path) -> None:
     (pkg / "a.py").write_text("A = 1\n")
     (pkg / "sub" / "b.py").write_text("B = 1\n")
     env = {"HOME": "/home/one"}
-    first = launch.fingerprint(str(pkg), env)
-    assert launch.fingerprint(str(pkg), env) == first
+    first = daemon_find.fingerprint(str(pkg), env)
+    assert daemon_find.fingerprint(str(pkg), env) == first
     later = time.time() + 10
     os.utime(pkg / "sub" / "b.py", (later, later))
-    touched = launch.fingerprint(str(pkg), env)
+    touched = daemon_find.fingerprint(str(pkg), env)
     assert touched != first
     (pkg / "c.py").write_text("C = 1\n")
-    added = launch.fingerprint(str(pkg), env)
+    added = daemon_find.fingerprint(str(pkg), env)
     assert added != touched
     os.utime(tmp_path, (later + 5, later + 5))  # a dependency installed beside the package
-    assert launch.fingerprint(str(pkg), env) != added
-    assert launch.fingerprint(str(pkg), {"HOME": "/home/two"}) != launch.fingerprint(str(pkg), env)
+    assert daemon_find.fingerprint(str(pkg), env) != added
+    other_home = daemon_find.fingerprint(str(pkg), {"HOME": "/home/two"})
+    assert other_home != daemon_find.fingerprint(str(pkg), env)
 
 
 def test_an_installed_package_is_fingerprinted_by_its_site_packages(tmp_path: Path) -> None:
@@ -387,12 +388,12 @@ def test_an_installed_package_is_fingerprinted_by_its_site_packages(tmp_path: Pa
     pkg.mkdir(parents=True)
     (pkg / "a.py").write_text("A = 1\n")
     env = {"HOME": "/home/one"}
-    first = launch.fingerprint(str(pkg), env)
+    first = daemon_find.fingerprint(str(pkg), env)
     later = time.time() + 10
     os.utime(pkg / "a.py", (later, later))
-    assert launch.fingerprint(str(pkg), env) == first  # the files are not looked at
+    assert daemon_find.fingerprint(str(pkg), env) == first  # the files are not looked at
     (site / "git_agentckpt-0.2.0.dist-info").mkdir()  # an upgrade
-    assert launch.fingerprint(str(pkg), env) != first
+    assert daemon_find.fingerprint(str(pkg), env) != first
 
 
 def test_version_is_answered_before_click_is_imported() -> None:
@@ -428,7 +429,8 @@ def test_command_detection_and_the_switches() -> None:
 
 
 def test_requests_are_parsed_strictly() -> None:
-    fields = ["run", launch.PROTOCOL, "fp", "/tmp", "18", "2", "git-ckpt", "list", "A=1", "B=x=y"]
+    protocol = daemon_find.PROTOCOL
+    fields = ["run", protocol, "fp", "/tmp", "18", "2", "git-ckpt", "list", "A=1", "B=x=y"]
     req = parse_request(b"\0".join(f.encode() for f in fields))
     assert (req.fingerprint, req.cwd, req.umask) == ("fp", "/tmp", 18)
     assert req.argv == ["git-ckpt", "list"]
@@ -445,7 +447,7 @@ def test_requests_are_parsed_strictly() -> None:
     assert parse_request(b"\0".join(f.encode() for f in fields), "fp").argv[1] == "list"
     with pytest.raises(BadRequest, match="protocol mismatch"):
         parse_request(b"status\0ckpt1\0*")
-    relative = ["run", launch.PROTOCOL, "fp", "tmp", "18", "1", "git-ckpt"]
+    relative = ["run", daemon_find.PROTOCOL, "fp", "tmp", "18", "1", "git-ckpt"]
     with pytest.raises(BadRequest, match="not absolute"):
         parse_request(b"\0".join(f.encode() for f in relative))
     assert parse_request(b"status\0ckpt2\0*").kind == "status"
@@ -466,7 +468,7 @@ def test_a_package_in_the_working_directory_is_not_what_the_daemon_runs(
         (fake / rel).write_text(trap)
     ok(repo, "init")
     found = running_status(repo)
-    assert found["package"] == launch.package_dir()
+    assert found["package"] == daemon_find.package_dir()
     ok(repo, "list")
     assert status(repo)["served"] == 1
     assert not marker.exists()

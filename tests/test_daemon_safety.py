@@ -124,7 +124,7 @@ def test_a_stale_daemon_is_refused_and_replaced(repo: Path, served: None, tmp_pa
     wait_for(lambda: gone(old["pid"]), "the stale daemon to go")
     new = running_status(repo)
     assert new["pid"] != old["pid"]
-    assert new["fingerprint"] == launch.fingerprint()
+    assert new["fingerprint"] == daemon_find.fingerprint()
     ok(repo, "list")
     assert status(repo)["served"] == 1
     assert len(daemon_pids(tmp_path)) == 1
@@ -138,7 +138,7 @@ def _raw_run(repo: Path, argv: list[str]) -> tuple[str, bytes] | None:
     sock = launch.connect(str(repo / ".git"), 10.0)
     try:
         env = [f"{k}={v}" for k, v in os.environ.items()]
-        fields = ["run", launch.PROTOCOL, launch.fingerprint(), os.getcwd(), "18"]
+        fields = ["run", daemon_find.PROTOCOL, daemon_find.fingerprint(), os.getcwd(), "18"]
         launch.send_request(sock, [*fields, str(len(argv) + 1), GIT_CKPT, *argv, *env])
         return launch.Replies(sock).next(30.0)
     finally:
@@ -400,7 +400,7 @@ def test_umask_and_working_directory_are_the_callers(repo: Path, served: None) -
 
 HOOKED_DAEMON = """
 import os, sys
-from git_agentckpt.cli import launch, server
+from git_agentckpt.cli import daemon_find, launch, server
 
 log, git_dir, worktree = sys.argv[1:]
 
@@ -428,7 +428,7 @@ def attach(daemon):
     daemon.at_exit.append(lambda: note("at_exit"))
 
 server.STARTUP_HOOKS.append(attach)
-sys.exit(server.main([launch.fingerprint(), git_dir, worktree]))
+sys.exit(server.main([daemon_find.fingerprint(), git_dir, worktree]))
 """
 
 
@@ -498,7 +498,7 @@ def test_an_exit_status_that_arrives_before_the_pid_is_the_calls(tmp_path: Path)
     server = threading.Thread(target=scripted_daemon)
     server.start()
     try:
-        status, why = launch.run_remote(str(git_dir), launch.fingerprint(), ["list"])
+        status, why = launch.run_remote(str(git_dir), daemon_find.fingerprint(), ["list"])
     finally:
         server.join(timeout=30)
         listener.close()

@@ -284,7 +284,8 @@ def test_the_warm_daemon_never_serves_mcp(repo: Path, served: None) -> None:
     sock = launch.connect(str(repo / ".git"), 10.0)
     try:
         env = [f"{k}={v}" for k, v in os.environ.items()]
-        fields = ["run", launch.PROTOCOL, launch.fingerprint(), str(repo), "18", "2", GIT_CKPT]
+        fp = daemon_find.fingerprint()
+        fields = ["run", daemon_find.PROTOCOL, fp, str(repo), "18", "2", GIT_CKPT]
         launch.send_request(sock, [*fields, "mcp", *env])
         reply = launch.Replies(sock).next(30.0)
     finally:

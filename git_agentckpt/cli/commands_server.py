@@ -111,10 +111,10 @@ def daemon_start() -> None:
     """Start this work tree's daemon now (the first call would otherwise start it)."""
     worktree, git_dir = _where()
     status = daemon_status(git_dir)
-    if status is not None and status["fingerprint"] == launch.fingerprint():
+    if status is not None and status["fingerprint"] == daemon_find.fingerprint():
         click.echo(f"already running: pid {status['pid']}")
         return
-    fp = launch.fingerprint()
+    fp = daemon_find.fingerprint()
     if launch.spawn_daemon(fp, worktree, git_dir) is None:
         raise OperationFailed("could not start the daemon", hint="run with GIT_CKPT_DAEMON=off")
     deadline = time.monotonic() + WAIT_SECONDS

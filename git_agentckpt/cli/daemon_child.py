@@ -16,12 +16,15 @@ import importlib
 import io
 import os
 import pkgutil
+import signal
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from git_agentckpt import after_reply
-from git_agentckpt.cli import launch
+from git_agentckpt.cli import daemon_find
 
 # Not imported by the daemon: the entry points, and the MCP server, which never runs in
 # a daemon child (`git ckpt mcp` is a long-running server: `launch.refusal`) and whose
@@ -70,7 +73,7 @@ def parse_request(payload: bytes, fingerprint: str | None = None) -> Request:
     req = Request(kind=fields[0], fingerprint=fields[2])
     if req.kind == "run" and fingerprint is not None and fields[2] != fingerprint:
         raise BadRequest(STALE)
-    if fields[1] != launch.PROTOCOL:
+    if fields[1] != daemon_find.PROTOCOL:
         raise BadRequest(
             f"{STALE} (protocol {fields[1]!r})" if req.kind == "run" else "protocol mismatch"
         )
@@ -250,6 +253,30 @@ def warm_type_checks() -> None:
     for kind in abcs:
         for cls in classes:
             issubclass(cls, kind)
+
+
+def own_signals(forwarded: Iterable[int]) -> None:
+    """First in a forked child: the default handlers (Ctrl-C interrupts the call), its own
+    process group (the client forwards signals to it), the `forwarded` ones unblocked."""
+    signal.set_wakeup_fd(-1)
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
+
+
+def end_child(own: int, code: int) -> NoReturn:
+    """Last in a forked child: report `code` on the client's socket `own`; the work that
+    waits for the answer before the report without a slot (`after_reply.py`: the daemon
+    may kill us once our client hangs up), after it with one."""
+    if not after_reply.has_slot():
+        after_reply.run_detached()
+    after_reply.mark_reported()  # from here on our client may hang up
+    report_exit(own, code)
+    after_reply.run_after_report()
+    os._exit(code)
 
 
 def report_exit(fd: int, code: int) -> None:

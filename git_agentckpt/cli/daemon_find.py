@@ -1,8 +1,9 @@
 """Where a call's daemon is, and whether a call may go to it at all (no pygit2, no click).
 
-Imported by `git-ckpt` before anything else (`cli/launch.py`): only `os` here.
-`discover` finds the per-worktree git dir the way git does, `refusal` names the
-commands a daemon never runs (they need a person or the terminal), and the
+Imported by `git-ckpt` before anything else (`cli/launch.py`): only `os` and `sys`
+here. `discover` finds the per-worktree git dir the way git does, `refusal` names
+the commands a daemon never runs (they need a person or the terminal),
+`fingerprint` says which installation a daemon must be to serve a call, and the
 environment variables that switch and tune the daemon are read here.
 """
 
@@ -30,6 +31,7 @@ UNCLEAR_VARS = (
     "GIT_CEILING_DIRECTORIES",
     "GIT_DISCOVERY_ACROSS_FILESYSTEM",
 )
+PROTOCOL = "ckpt2"  # of the requests between `git-ckpt` and its daemon (cli/launch.py)
 AGENT_DIR = "agent"  # in the per-worktree git dir
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"  # held (flock) by the daemon for its whole life
@@ -211,3 +213,48 @@ def daemon_held(git_dir: str) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def package_dir() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cli/ -> the package
+
+
+INSTALLED_IN = ("site-packages", "dist-packages")  # a package put there by an installer
+
+
+def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """What a daemon must share with its clients: interpreter, package files, HOME.
+
+    The package part is the mtime of the directory holding it: in site-packages any
+    install, upgrade or removal there changes it (the installer adds or removes a
+    `.dist-info` directory), so an installed package needs nothing more. A package
+    anywhere else (a source checkout, an editable install) is edited in place: there
+    the newest mtime and the number of its `.py` files count too (~180 `stat` calls,
+    ~0.7 ms of every call). Editing or upgrading the package or a dependency gives a
+    new fingerprint, so the daemon refuses the call as stale and is replaced. HOME is
+    part of it too.
+    """
+    from git_agentckpt import __version__
+
+    pkg = pkg or package_dir()
+    env = os.environ if env is None else env
+    newest, count = 0, 0
+    installed = os.path.basename(os.path.dirname(pkg)) in INSTALLED_IN
+    stack = [] if installed else [pkg]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    newest = max(newest, entry.stat().st_mtime_ns)
+                    count += 1
+    # the venv, not only the interpreter behind it (python and python3 name the same one)
+    exe = f"{os.path.realpath(sys.executable)}|{sys.prefix}"
+    try:  # installing or removing any package in the venv changes its site-packages
+        site = os.stat(os.path.dirname(pkg)).st_mtime_ns
+    except OSError:
+        site = 0
+    home = env.get("HOME", "")
+    return f"{PROTOCOL}|{__version__}|{exe}|{pkg}|{count}|{newest}|{site}|{home}"

@@ -68,12 +68,15 @@ import sys
 import time
 
 from git_agentckpt.cli.daemon_find import (
+    PROTOCOL,
     SOCKET_NAME,
     SUN_PATH_MAX,
     agent_dir,
     daemon_held,
     discover,
     enabled,
+    fingerprint,
+    package_dir,
     refusal,
     socket_path,
     start_dir,
@@ -83,12 +86,11 @@ from git_agentckpt.cli.daemon_find import (
 TYPE_CHECKING = False  # no `import typing` here (see the module docstring)
 if TYPE_CHECKING:
     import signal
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 else:  # the C module: `signal` wraps it in enums, ~5 ms of every warm call's start-up
     import _signal as signal
 
 
-PROTOCOL = "ckpt2"
 MAX_REQUEST = 4 << 20  # bytes of argv + environment a daemon accepts
 SO_PEERCRED = 17  # Linux; _socket does not export it
 INTERNAL = 70  # errors.Exit.INTERNAL (not imported: errors pulls in more)
@@ -96,49 +98,6 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUI
 POLL_SECONDS = 0.25  # while a call runs: how often to look whether its process still lives
 
 
-def package_dir() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-INSTALLED_IN = ("site-packages", "dist-packages")  # a package put there by an installer
-
-
-def fingerprint(pkg: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """What a daemon must share with its clients: interpreter, package files, HOME.
-
-    The package part is the mtime of the directory holding it: in site-packages any
-    install, upgrade or removal there changes it (the installer adds or removes a
-    `.dist-info` directory), so an installed package needs nothing more. A package
-    anywhere else (a source checkout, an editable install) is edited in place: there
-    the newest mtime and the number of its `.py` files count too (~180 `stat` calls,
-    ~0.7 ms of every call). Editing or upgrading the package or a dependency gives a
-    new fingerprint, so the daemon refuses the call as stale and is replaced. HOME is
-    part of it too.
-    """
-    from git_agentckpt import __version__
-
-    pkg = pkg or package_dir()
-    env = os.environ if env is None else env
-    newest, count = 0, 0
-    installed = os.path.basename(os.path.dirname(pkg)) in INSTALLED_IN
-    stack = [] if installed else [pkg]
-    while stack:
-        with os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        stack.append(entry.path)
-                elif entry.name.endswith(".py"):
-                    newest = max(newest, entry.stat().st_mtime_ns)
-                    count += 1
-    # the venv, not only the interpreter behind it (python and python3 name the same one)
-    exe = f"{os.path.realpath(sys.executable)}|{sys.prefix}"
-    try:  # installing or removing any package in the venv changes its site-packages
-        site = os.stat(os.path.dirname(pkg)).st_mtime_ns
-    except OSError:
-        site = 0
-    home = env.get("HOME", "")
-    return f"{PROTOCOL}|{__version__}|{exe}|{pkg}|{count}|{newest}|{site}|{home}"
 
 
 # -- talking to the daemon ------------------------------------------------------------------

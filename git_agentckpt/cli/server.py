@@ -24,23 +24,20 @@ between calls it reads the worktree's cache files (`.git/agent/state/`) into the
 memos every child starts with (`cli/daemon_warm.py`), which a child trusts no more
 than the files: their tips are compared with the refs.
 
-Plugging in (the work-tree watcher, for instance): a function appended to
-`STARTUP_HOOKS` is called once with the `Daemon`, after the socket is bound and
-before serving. It can read `daemon.worktree` and `daemon.git_dir`, register a
-readable fd with `daemon.add_reader(fd, callback)` (the callback runs in the loop
-when the fd is readable; an exception removes the reader), queue background work
-in slices with `daemon.add_idle(task)` (run once per loop round while it returns
-True, between calls), and append to `daemon.before_fork` (called in the daemon
-right before each child is forked, e.g. to drain pending events so the child sees
-them), `daemon.in_child` (called in the child right after the fork),
-`daemon.after_call` (called in the daemon when a call's child has been reaped),
-`daemon.at_exit` (called when the daemon exits) and `daemon.status_hooks[name]`
-(its result is shown under `name` in `git ckpt daemon status --json`). The
-work-tree watcher and the cache read-ahead plug in this way (`cli/daemon_watch.py`,
-`cli/daemon_warm.py`). In the child,
-`current` is the daemon it was forked from (with its memory as it was at the
-fork); it is None in any other process. A child must still check that the repository it opened is
-`current.git_dir` before trusting anything the daemon knows about it.
+Plugging in (the work-tree watcher and the cache read-ahead do, `cli/daemon_watch.py`,
+`cli/daemon_warm.py`): a function appended to `STARTUP_HOOKS` is called once with the
+`Daemon`, after the socket is bound and before serving. It can read `daemon.worktree`
+and `daemon.git_dir`, register a readable fd with `daemon.add_reader(fd, callback)`
+(run in the loop when the fd is readable; an exception removes the reader), queue
+background work in slices with `daemon.add_idle(task)` (run once per loop round while
+it returns True, between calls), and append to `daemon.before_fork` (called in the
+daemon right before each child is forked, e.g. to drain pending events so the child
+sees them), `daemon.in_child` (in the child right after the fork), `daemon.after_call`
+(in the daemon once a call's child is reaped), `daemon.at_exit` (when the daemon
+exits) and `daemon.status_hooks[name]` (its result is shown under `name` in `git ckpt
+daemon status --json`). In the child, `current` is the daemon it was forked from (its
+memory as at the fork; None in any other process). A child must still check that the
+repository it opened is `current.git_dir` before trusting anything the daemon knows.
 
 Protocol: see `cli/launch.py`. What is compared: see `cli/daemon_peer.py`.
 """
@@ -64,11 +61,12 @@ from git_agentckpt.cli.daemon_child import (
     BadRequest,
     Request,
     child_failed,
+    end_child,
     exit_status,
     freeze_inherited,
+    own_signals,
     parse_request,
     preload,
-    report_exit,
     run_child,
 )
 from git_agentckpt.cli.daemon_claim import claim
@@ -380,13 +378,7 @@ class Daemon:
         code = launch.INTERNAL
         own = conn.sock.fileno()
         try:
-            signal.set_wakeup_fd(-1)
-            for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(signum, signal.SIG_DFL)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            with contextlib.suppress(OSError):  # its own group: the client forwards signals
-                os.setpgid(0, 0)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            own_signals(FORWARDED)
             self.sel.close()
             self.listener.close()
             for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
@@ -404,12 +396,7 @@ class Daemon:
         except BaseException as exc:
             child_failed(exc)
         finally:
-            if not after_reply.has_slot():
-                after_reply.run_detached()  # before the report: the daemon may kill us after
-            after_reply.mark_reported()  # from here on our client may hang up
-            report_exit(own, code)
-            after_reply.run_after_report()
-            os._exit(code)
+            end_child(own, code)
 
     def _client_gone(self, conn: Conn) -> None:
         """A client hung up while its call runs: before the call reported its exit (the
@@ -462,7 +449,7 @@ class Daemon:
             "pid": os.getpid(),
             "version": __version__,
             "python": sys.executable,
-            "package": launch.package_dir(),
+            "package": daemon_find.package_dir(),
             "fingerprint": self.fp,
             "worktree": self.worktree,
             "git_dir": self.git_dir,
@@ -505,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if claimed is None:
         return 0
     preload()
-    if launch.fingerprint() != fp:
+    if daemon_find.fingerprint() != fp:
         return 0  # the package changed while this daemon started
     daemon = Daemon(fp, git_dir, worktree, *claimed, dict(os.environ))
     try:
