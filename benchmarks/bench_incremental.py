@@ -65,7 +65,7 @@ def main() -> int:
         a = functools.partial(ck.create, task="bench", message=f"r{i}", light=False)
         alternate(i, functools.partial(ours.add, a), functools.partial(theirs.add, gck.run))
         tidy.add(after_reply.run_queued)  # not in `ours`: the caller has its answer
-    after_reply._queue = None
+    after_reply.stop_deferring()
     watcher.activate(None)
     for i in range(max(3, args.rounds // 2)):
         mut.step()

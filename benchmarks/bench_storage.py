@@ -221,7 +221,7 @@ def run_workload(
     if live is not None:
         watcher.activate(None)
         live.close()
-        after_reply._queue = None
+        after_reply.stop_deferring()
     disk, loose, packs = disk_bytes(objects) - base_disk, loose_count(objects), pack_count(objects)
     fsck = subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True)
     git(repo, "gc", "-q", "--prune=now")

@@ -38,6 +38,13 @@ def defer_in_this_process() -> None:
     _keys.clear()
 
 
+def stop_deferring() -> None:
+    """`later` runs work at once again; what is still queued is dropped (run it first)."""
+    global _queue
+    _queue = None
+    _keys.clear()
+
+
 def deferring() -> bool:
     """Whether `later` queues in this process (a daemon child) instead of running now."""
     return _queue is not None

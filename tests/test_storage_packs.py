@@ -136,4 +136,4 @@ def test_deferred_work_runs_at_once_outside_the_daemon() -> None:
         assert after_reply.run_queued() == 2
         assert ran == [1, 2]
     finally:
-        after_reply._queue = None
+        after_reply.stop_deferring()

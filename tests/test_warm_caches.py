@@ -152,7 +152,7 @@ def test_deferred_cache_writes_are_read_back_then_written_once(repo: Path) -> No
         assert Path(path).read_text().endswith('{"last":2}')
         assert not state_cache._unwritten
     finally:
-        after_reply._queue = None
+        after_reply.stop_deferring()
         state_cache._unwritten.clear()
 
 
