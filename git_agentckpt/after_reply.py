@@ -6,8 +6,8 @@ A call the daemon serves answers its client as soon as the command returns
 of `.git/agent/state/`, `store/state_cache.py`) is queued with `later` and runs
 after the report, in the same child: before it reports, the child closes every
 file of its caller (its pipes see their end) and marks its slot in the daemon's
-shared page as reported (`mark_reported`), so the daemon no longer kills it when
-its client hangs up, and reaps it when the work is done. A child the daemon gave
+shared page as reported (`daemon_child.ReportedSlots`), so the daemon no longer
+kills it when its client hangs up, and reaps it when the work is done. A child the daemon gave
 no slot (more calls at once than slots) runs the queue in a grandchild of its own
 session before it reports, as `git gc --auto` detaches (`run_detached`). Anywhere
 else (a process of its own, the Python API) `later` runs the work at once.
@@ -22,7 +22,6 @@ opens what it uses, as packing (git's own commands) and the cache writes do.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 from collections.abc import Callable
 
@@ -83,56 +82,11 @@ def run_queued() -> int:
     return done
 
 
-class ReportedSlots:
-    """One byte per call in a page shared with every child the daemon forks: a child sets
-    its own to 1 right before it reports its exit (`mark_reported`); the daemon reads
-    it when that call's client hangs up (a client gone before the report: kill the call;
-    after it: let the child finish its queued work)."""
-
-    def __init__(self, size: int = mmap.PAGESIZE) -> None:
-        self.page = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
-        self.free = list(range(size - 1, -1, -1))
-
-    def take(self) -> int:
-        """A slot for the next child, cleared (-1: none free)."""
-        if not self.free:
-            return -1
-        slot = self.free.pop()
-        self.page[slot] = 0
-        return slot
-
-    def give_back(self, slot: int) -> None:
-        if slot >= 0:
-            self.free.append(slot)
-
-    def reported(self, slot: int) -> bool:
-        return slot >= 0 and self.page[slot] == 1
-
-
-_slot: tuple[ReportedSlots, int] | None = None  # in a daemon child: where it marks its report
-
-
-def use_slot(slots: ReportedSlots, slot: int) -> None:
-    """In a daemon child: its slot (-1: none, the queue runs detached before the report)."""
-    global _slot
-    _slot = (slots, slot) if slot >= 0 else None
-
-
-def mark_reported() -> None:
-    """Right before a child with a slot reports: from now on its client may go."""
-    if _slot is not None:
-        slots, slot = _slot
-        slots.page[slot] = 1
-
-
-def has_slot() -> bool:
-    return _slot is not None
-
-
 def run_after_report() -> None:
-    """In a daemon child with a slot, after its report: the queued work, here, with
-    /dev/null for stdin, stdout and stderr (the caller's were closed before the report)."""
-    if _slot is None or not _queue:
+    """In a daemon child the daemon lets finish (`daemon_child.ReportedSlots`), after its
+    report: the queued work, here, with /dev/null for stdin, stdout and stderr (the
+    caller's were closed before the report)."""
+    if not _queue:
         return
     with contextlib.suppress(OSError):
         null = os.open(os.devnull, os.O_RDWR)
@@ -145,7 +99,8 @@ def run_after_report() -> None:
 
 
 def run_detached() -> None:
-    """In a daemon child without a slot whose command returned, before it reports: what was
+    """In a daemon child the daemon may kill once its client hangs up (no slot in
+    `daemon_child.ReportedSlots`), whose command returned, before it reports: what was
     queued, in a grandchild of its own session that keeps none of the caller's files (its
     pipes see their end when the child's end) and has /dev/null for stdin, stdout and
     stderr. Returns at once in the child. Forked before the report: once the caller has

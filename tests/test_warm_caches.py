@@ -157,15 +157,13 @@ def test_deferred_cache_writes_are_read_back_then_written_once(repo: Path) -> No
 
 
 def test_reported_slots() -> None:
-    slots = after_reply.ReportedSlots(size=2)
+    from git_agentckpt.cli.daemon_child import ReportedSlots
+
+    slots = ReportedSlots(size=2)
     a, b = slots.take(), slots.take()
     assert sorted((a, b)) == [0, 1] and slots.take() == -1  # none left
     assert not slots.reported(a)
-    after_reply.use_slot(slots, a)
-    try:
-        after_reply.mark_reported()
-    finally:
-        after_reply.use_slot(slots, -1)
+    slots.mark(a)
     assert slots.reported(a) and not slots.reported(b) and not slots.reported(-1)
     slots.give_back(a)
     assert slots.take() == a and not slots.reported(a)  # cleared for its next child

@@ -14,17 +14,19 @@ import contextlib
 import gc
 import importlib
 import io
+import mmap
 import os
 import pkgutil
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
 from git_agentckpt import after_reply
 from git_agentckpt.cli import daemon_find
+from git_agentckpt.cli.launch import INTERNAL
 
 # Not imported by the daemon: the entry points, and the MCP server, which never runs in
 # a daemon child (`git ckpt mcp` is a long-running server: `launch.refusal`) and whose
@@ -255,7 +257,64 @@ def warm_type_checks() -> None:
             issubclass(cls, kind)
 
 
-def own_signals(forwarded: Iterable[int]) -> None:
+class ReportedSlots:
+    """One byte per call in a page shared with every child the daemon forks: a child sets
+    its own to 1 right before it reports its exit (`mark`); the daemon reads it when that
+    call's client hangs up (a client gone before the report: kill the call; after it:
+    let the child finish the work that waits for the answer, `after_reply.py`)."""
+
+    def __init__(self, size: int = mmap.PAGESIZE) -> None:
+        self.page = mmap.mmap(-1, size)  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
+        self.free = list(range(size - 1, -1, -1))
+
+    def take(self) -> int:
+        """A slot for the next child, cleared (-1: none free)."""
+        if not self.free:
+            return -1
+        slot = self.free.pop()
+        self.page[slot] = 0
+        return slot
+
+    def give_back(self, slot: int) -> None:
+        if slot >= 0:
+            self.free.append(slot)
+
+    def mark(self, slot: int) -> None:
+        """In the child, right before it reports: from now on its client may go."""
+        self.page[slot] = 1
+
+    def reported(self, slot: int) -> bool:
+        return slot >= 0 and self.page[slot] == 1
+
+
+def run_in_child(
+    req: Request,
+    own: int,
+    leave_daemon: Callable[[], None],
+    hooks: Sequence[Callable[[], None]],
+    reported: tuple[ReportedSlots, int],
+    forwarded: Iterable[int],
+) -> NoReturn:
+    """The forked child, from the fork to its exit: never returns into the daemon's loop.
+
+    `own` is the client's socket, `leave_daemon` closes what the daemon holds,
+    `hooks` are its `in_child` plug-ins, `reported` the slot it marks before it reports
+    (-1: none; the work that waits for the answer then runs before the report)."""
+    freeze_inherited()
+    code = INTERNAL
+    try:
+        _own_signals(forwarded)
+        leave_daemon()
+        for hook in hooks:
+            hook()
+        code = run_child(req)
+    except BaseException as exc:
+        child_failed(exc)
+    finally:
+        _end_child(own, code, *reported)
+
+
+def _own_signals(forwarded: Iterable[int]) -> None:
     """First in a forked child: the default handlers (Ctrl-C interrupts the call), its own
     process group (the client forwards signals to it), the `forwarded` ones unblocked."""
     signal.set_wakeup_fd(-1)
@@ -267,15 +326,17 @@ def own_signals(forwarded: Iterable[int]) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
 
 
-def end_child(own: int, code: int) -> NoReturn:
+def _end_child(own: int, code: int, slots: ReportedSlots, slot: int) -> NoReturn:
     """Last in a forked child: report `code` on the client's socket `own`; the work that
     waits for the answer before the report without a slot (`after_reply.py`: the daemon
     may kill us once our client hangs up), after it with one."""
-    if not after_reply.has_slot():
+    if slot < 0:
         after_reply.run_detached()
-    after_reply.mark_reported()  # from here on our client may hang up
+    else:
+        slots.mark(slot)
     report_exit(own, code)
-    after_reply.run_after_report()
+    if slot >= 0:
+        after_reply.run_after_report()
     os._exit(code)
 
 

@@ -55,19 +55,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from git_agentckpt import after_reply
 from git_agentckpt.cli import daemon_find, daemon_peer, launch
 from git_agentckpt.cli.daemon_child import (
     BadRequest,
+    ReportedSlots,
     Request,
-    child_failed,
-    end_child,
     exit_status,
-    freeze_inherited,
-    own_signals,
     parse_request,
     preload,
-    run_child,
+    run_in_child,
 )
 from git_agentckpt.cli.daemon_claim import claim
 from git_agentckpt.cli.daemon_conn import Conn
@@ -103,7 +99,7 @@ class Daemon:
         self.after_call: list[Callable[[], None]] = []
         self.at_exit: list[Callable[[], None]] = []
         self.status_hooks: dict[str, Callable[[], object]] = {}
-        self.slots = after_reply.ReportedSlots()  # which children reported (shared page)
+        self.slots = ReportedSlots()  # which children reported (a page shared with them)
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket_path = daemon_find.socket_path(git_dir)
@@ -374,29 +370,21 @@ class Daemon:
     def _child(self, conn: Conn, req: Request) -> None:
         """In the forked child: never returns into the daemon's loop."""
         global current
-        freeze_inherited()
-        code = launch.INTERNAL
-        own = conn.sock.fileno()
-        try:
-            own_signals(FORWARDED)
-            self.sel.close()
-            self.listener.close()
-            for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
-                os.close(fd)
-            for other in self.conns - {conn}:
-                other.sock.close()
-                for fd in other.fds + (other.req.fds if other.req else []):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-            current = self
-            after_reply.use_slot(self.slots, conn.slot)
-            for hook in self.in_child:
-                hook()
-            code = run_child(req)
-        except BaseException as exc:
-            child_failed(exc)
-        finally:
-            end_child(own, code)
+        current = self
+        own, slot = conn.sock.fileno(), (self.slots, conn.slot)
+        run_in_child(req, own, lambda: self._leave(conn), self.in_child, slot, FORWARDED)
+
+    def _leave(self, conn: Conn) -> None:
+        """In the forked child: close what the daemon holds, but `conn`'s socket."""
+        self.sel.close()
+        self.listener.close()
+        for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
+            os.close(fd)
+        for other in self.conns - {conn}:
+            other.sock.close()
+            for fd in other.fds + (other.req.fds if other.req else []):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def _client_gone(self, conn: Conn) -> None:
         """A client hung up while its call runs: before the call reported its exit (the

@@ -16,15 +16,14 @@ from __future__ import annotations
 import itertools
 import json
 
-from git_agentckpt.errors import CkptError
 from git_agentckpt.model import JSON
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import (
     StateCache,
-    names_task,
     read_sealed,
     remember,
+    task_of_file,
     write_sealed,
 )
 
@@ -127,15 +126,11 @@ def _load(path: str, task: TaskName | None) -> tuple[str, list[Checkpoint], str]
     head = _head(tip)
     if not raw.startswith(head) or not raw.endswith("]}"):
         return None
-    if task is None:
-        name = rows[0][_TASK_AT] if rows and isinstance(rows[0], list) and rows[0] else None
-        if not isinstance(name, str) or len(rows[0]) != len(_FIELDS):
-            return None
-        if not names_task(path, name, ".chain"):
-            return None
-        try:
-            task = TaskName(name)
-        except CkptError:
+    if task is None:  # the task of its first row (each row is checked for it below)
+        first = rows[0] if rows else None
+        name = first[_TASK_AT] if type(first) is list and len(first) == len(_FIELDS) else None
+        task = task_of_file(name, path, ".chain")
+        if task is None:
             return None
     chain = [_from_row(row, task.name) for row in rows]
     if any(c is None for c in chain):

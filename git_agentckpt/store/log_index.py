@@ -18,15 +18,14 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from git_agentckpt.errors import CkptError
 from git_agentckpt.model import Event, is_stop_signal, is_tool_only
 from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import (
     StateCache,
-    names_task,
     read_sealed,
     remember,
+    task_of_file,
     write_sealed,
 )
 
@@ -94,7 +93,7 @@ def _load(path: str, task: TaskName | None) -> Index | None:
     if not isinstance(obj, dict) or obj.get("kind") != "index" or obj.get("v") != 4:
         return None
     if task is None:
-        task = _task_named(obj.get("task"), path)
+        task = task_of_file(obj.get("task"), path, ".idx")
         if task is None:
             return None
     tip, objs, before, calls, stop = (
@@ -122,16 +121,6 @@ def _load(path: str, task: TaskName | None) -> Index | None:
         return None
     index = Index(tip, raw[start + len(_EVENTS_KEY) : -2], events, before, calls, own, stop)
     return index if _payload(task, index) == raw else None  # the body is exactly that
-
-
-def _task_named(name: object, path: str) -> TaskName | None:
-    """The task a file says it holds, when its name is made from that task."""
-    if not isinstance(name, str) or not names_task(path, name, ".idx"):
-        return None
-    try:
-        return TaskName(name)
-    except CkptError:
-        return None
 
 
 def preload(path: str) -> bool:

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from git_agentckpt import after_reply
+from git_agentckpt.errors import CkptError
 from git_agentckpt.model import JSON
+from git_agentckpt.store.refs import TaskName
 
 FORMAT = "git-ckpt state cache v1"
 _OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -134,10 +136,15 @@ def file_name(task: str, kind: str) -> str:
     return digest[:32] + kind
 
 
-def names_task(path: str, task: str, kind: str) -> bool:
-    """Whether `path` is the file of `task` of `kind` (a file read for its own sake,
-    `warm_caches.py`: the task it says it holds must be the one its name is made from)."""
-    return os.path.basename(path) == file_name(task, kind)
+def task_of_file(name: object, path: str, kind: str) -> TaskName | None:
+    """The task `name` a cache file read for its own sake (`warm_caches.py`) says it
+    holds, when it is a task name and the file's name is made from it; else None."""
+    if not isinstance(name, str) or os.path.basename(path) != file_name(name, kind):
+        return None
+    try:
+        return TaskName(name)
+    except CkptError:
+        return None
 
 
 MAX_SEALED = 256 << 20  # bytes: a bigger cache file is not one of ours
