@@ -96,7 +96,16 @@ def daemon_pids(root: Path) -> list[int]:
         ours = any(b"git_agentckpt.cli.server" in arg for arg in argv) and len(argv) >= 4
         if ours and argv[-3].startswith(prefix) and not gone(int(entry.name)):
             found.append(int(entry.name))
-    return found
+    # a daemon's forked children (its calls, its spare) carry its argv: not daemons
+    return [pid for pid in found if parent_of(pid) not in found]
+
+
+def parent_of(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def daemon_git_dirs(root: Path) -> set[str]:

@@ -416,7 +416,7 @@ def attach(daemon):
     daemon.add_reader(r, readable)
     os.write(w, b"ready")
     daemon.before_fork.append(lambda: note("before_fork " + daemon.worktree))
-    daemon.in_child.append(lambda: note("in_child " + server.current.git_dir))
+    daemon.in_child.append(lambda: note(f"in_child {server.current.git_dir} {os.getpid()}"))
     slices = []
     def walk():
         slices.append(1)
@@ -432,25 +432,56 @@ sys.exit(server.main([daemon_find.fingerprint(), git_dir, worktree]))
 """
 
 
-def test_plug_ins_get_a_reader_and_fork_hooks(repo: Path, served: None, tmp_path: Path) -> None:
-    log_file = tmp_path / "hooks.log"
+def run_hooked_daemon(repo: Path, log_file: Path, spare: bool) -> list[str]:
+    """Run HOOKED_DAEMON, one `list` through it; the lines its plug-in wrote."""
     real = os.path.realpath(repo)
+    env = dict(os.environ, GIT_CKPT_DAEMON_SPARE="on" if spare else "off")
     daemon = subprocess.Popen(
         [sys.executable, "-c", HOOKED_DAEMON, str(log_file), f"{real}/.git", real],
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     try:
         running_status(repo)
         # idle slices run between calls, interleaved with the work-tree watcher's walk
         wait_for(lambda: status(repo)["plugin"] == {"slices": 3}, "the plug-in's idle slices")
+        if spare:
+            wait_for(lambda: status(repo)["spare"]["pid"], "the spare child")
         ok(repo, "list")
         assert status(repo)["served"] == 1
+        assert status(repo)["spare"]["used"] == (1 if spare else 0)
     finally:
         launch.control(f"{real}/.git", "stop")
         daemon.wait(timeout=30)
     lines = log_file.read_text().splitlines()
     assert sorted(lines[:2]) == ["idle task done", "reader ready"]
-    assert lines[2:] == [f"before_fork {real}", f"in_child {real}/.git", "at_exit"]
+    return lines[2:]
+
+
+def test_plug_ins_get_a_reader_and_fork_hooks(repo: Path, served: None, tmp_path: Path) -> None:
+    real = os.path.realpath(repo)
+    lines = run_hooked_daemon(repo, tmp_path / "hooks.log", spare=False)
+    assert lines[0] == f"before_fork {real}"
+    assert lines[1].startswith(f"in_child {real}/.git ")
+    assert lines[2:] == ["at_exit"]
+
+
+def test_the_spare_runs_in_child_hooks_ahead_and_before_fork_at_the_call(
+    repo: Path, served: None, tmp_path: Path
+) -> None:
+    """With the spare child (`daemon_spare.py`), `in_child` runs in the spare when it is
+    forked, ahead of the call; `before_fork` still runs when the call arrives; a new
+    spare is forked after the call, and the last is ended when the daemon stops."""
+    real = os.path.realpath(repo)
+    lines = run_hooked_daemon(repo, tmp_path / "hooks.log", spare=True)
+    assert lines[0].startswith(f"in_child {real}/.git ")
+    assert lines[1] == f"before_fork {real}"
+    assert lines[-1] == "at_exit"
+    later = lines[2:-1]
+    assert all(line.startswith(f"in_child {real}/.git ") for line in later)
+    pids = [int(line.rsplit(" ", 1)[1]) for line in [lines[0], *later]]
+    assert len(set(pids)) == len(pids)  # one spare per call, never reused
+    assert all(gone(pid) for pid in pids)
 
 
 def test_the_launcher_imports_stay_light() -> None:

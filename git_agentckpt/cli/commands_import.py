@@ -29,8 +29,9 @@ def _n(count: int, one: str, many: str) -> str:
 @cli.command("import")
 @click.argument("agent", type=click.Choice(["claude-code", "codex"]))
 @click.argument("file", metavar="FILE")
-@click.option("-t", "--task", help="Task to import into (default: $GIT_CKPT_TASK, or the "
-              "single active task).")
+@click.option(
+    "-t", "--task", help="Task to import into (default: $GIT_CKPT_TASK, or the single active task)."
+)
 @click.option("--dry-run", is_flag=True, help="Count what would be imported; write nothing.")
 @json_option
 @click.pass_context

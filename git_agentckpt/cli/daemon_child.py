@@ -303,7 +303,7 @@ def run_in_child(
     freeze_inherited()
     code = INTERNAL
     try:
-        _own_signals(forwarded)
+        own_signals(forwarded)
         leave_daemon()
         for hook in hooks:
             hook()
@@ -311,10 +311,10 @@ def run_in_child(
     except BaseException as exc:
         child_failed(exc)
     finally:
-        _end_child(own, code, *reported)
+        end_child(own, code, *reported)
 
 
-def _own_signals(forwarded: Iterable[int]) -> None:
+def own_signals(forwarded: Iterable[int]) -> None:
     """First in a forked child: the default handlers (Ctrl-C interrupts the call), its own
     process group (the client forwards signals to it), the `forwarded` ones unblocked."""
     signal.set_wakeup_fd(-1)
@@ -326,7 +326,7 @@ def _own_signals(forwarded: Iterable[int]) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
 
 
-def _end_child(own: int, code: int, slots: ReportedSlots, slot: int) -> NoReturn:
+def end_child(own: int, code: int, slots: ReportedSlots, slot: int) -> NoReturn:
     """Last in a forked child: report `code` on the client's socket `own`; the work that
     waits for the answer before the report without a slot (`after_reply.py`: the daemon
     may kill us once our client hangs up), after it with one."""

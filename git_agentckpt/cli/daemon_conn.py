@@ -1,11 +1,16 @@
-"""One client connection of the daemon (`cli/server.py`) and the replies sent on it."""
+"""One client connection of the daemon (`cli/server.py`): what arrives on it, and the
+replies sent on it (protocol: `cli/launch.py`)."""
 
 from __future__ import annotations
 
+import array
 import socket
 from dataclasses import dataclass, field
 
 from git_agentckpt.cli.daemon_child import Request
+from git_agentckpt.cli.launch import MAX_REQUEST
+
+_FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 
 
 @dataclass(eq=False)
@@ -18,6 +23,7 @@ class Conn:
     buf: bytearray = field(default_factory=bytearray)
     fds: list[int] = field(default_factory=list)
     req: Request | None = None
+    payload: bytes = b""  # the request as sent (handed to the spare child as it is)
     pid: int = 0
     slot: int = -1  # its byte in the daemon's `after_reply.ReportedSlots` (-1: none)
 
@@ -33,3 +39,39 @@ def send(conn: Conn, kind: bytes, body: bytes | int | None = None) -> bool:
         return conn.sock.send(data, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT) == len(data)
     except OSError:
         return False
+
+
+def receive(conn: Conn) -> str:
+    """Read what arrived on `conn` (not running a call yet): "drop" (closed, malformed, or
+    files where none belong), "go" ("G" with fds 0-2, now in `conn.req.fds`), "request"
+    (a whole request, in `conn.payload`) or "more" (wait for the rest)."""
+    fds = array.array("i")
+    try:
+        data, ancdata, flags, _addr = conn.sock.recvmsg(65536, _FDS_SPACE)
+    except BlockingIOError:
+        return "more"
+    except OSError:
+        return "drop"
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    conn.fds.extend(fds)
+    if not data or flags & socket.MSG_CTRUNC or len(conn.fds) > 3:
+        return "drop"
+    if conn.state == "go":
+        if data == b"G" and len(conn.fds) == 3 and conn.req is not None:
+            conn.req.fds, conn.fds = conn.fds, []
+            return "go"
+        return "drop"
+    if conn.fds:
+        return "drop"  # files come with "G" only
+    conn.buf += data
+    if len(conn.buf) < 4:
+        return "more"
+    size = int.from_bytes(conn.buf[:4], "big")
+    if size > MAX_REQUEST or len(conn.buf) > 4 + size:
+        return "drop"
+    if len(conn.buf) < 4 + size:
+        return "more"
+    conn.payload = bytes(conn.buf[4:])
+    return "request"

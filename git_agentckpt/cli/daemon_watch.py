@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from git_agentckpt import api
-from git_agentckpt.cli import daemon_find
+from git_agentckpt.cli import daemon_find, daemon_spare
 
 if TYPE_CHECKING:
     from git_agentckpt.cli.server import Daemon
@@ -25,5 +25,8 @@ def attach(daemon: Daemon) -> None:
         daemon.add_reader(live.fileno(), live.on_readable)
         daemon.add_idle(live.step)
     daemon.before_fork.append(live.before_fork)
+    daemon.spares.syncs["watcher"] = daemon_spare.Sync(
+        lambda: live.seq, live.changes_after, live.catch_up
+    )
     daemon.at_exit.append(live.close)
     daemon.status_hooks["watcher"] = live.status

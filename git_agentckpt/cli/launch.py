@@ -98,8 +98,6 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUI
 POLL_SECONDS = 0.25  # while a call runs: how often to look whether its process still lives
 
 
-
-
 # -- talking to the daemon ------------------------------------------------------------------
 
 

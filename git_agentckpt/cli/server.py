@@ -18,7 +18,8 @@ connection never delays another call. For a complete `run` request the daemon
 checks, before anything is forked: the fingerprint, the command (`daemon_find.refusal`:
 commands that need a person or the terminal are refused here, not only skipped by
 the client) and the caller (`daemon_peer.refusal`: the caller must be the daemon's
-twin). It then answers "A", forks on the client's "G" and the child becomes the
+twin). It then answers "A"; on the client's "G" it hands the call to the spare child
+forked ahead while idle (`daemon_spare.py`), or forks one, and the child becomes the
 caller (`daemon_child.run_child`). The daemon itself never opens a repository;
 between calls it reads the worktree's cache files (`.git/agent/state/`) into the
 memos every child starts with (`cli/daemon_warm.py`), which a child trusts no more
@@ -32,7 +33,9 @@ and `daemon.git_dir`, register a readable fd with `daemon.add_reader(fd, callbac
 background work in slices with `daemon.add_idle(task)` (run once per loop round while
 it returns True, between calls), and append to `daemon.before_fork` (called in the
 daemon right before each child is forked, e.g. to drain pending events so the child
-sees them), `daemon.in_child` (in the child right after the fork), `daemon.after_call`
+sees them), `daemon.in_child` (in the child right after the fork: for the spare,
+ahead of the call), `daemon.spares.syncs[name]` (what of the plug-in's state a spare
+forked earlier must catch up on at the call, `daemon_spare.Sync`), `daemon.after_call`
 (in the daemon once a call's child is reaped), `daemon.at_exit` (when the daemon
 exits) and `daemon.status_hooks[name]` (its result is shown under `name` in `git ckpt
 daemon status --json`). In the child, `current` is the daemon it was forked from (its
@@ -44,7 +47,6 @@ Protocol: see `cli/launch.py`. What is compared: see `cli/daemon_peer.py`.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import json
 import os
@@ -55,7 +57,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from git_agentckpt.cli import daemon_find, daemon_peer, launch
+from git_agentckpt.cli import daemon_find, daemon_peer, daemon_spare, launch
 from git_agentckpt.cli.daemon_child import (
     BadRequest,
     ReportedSlots,
@@ -66,10 +68,9 @@ from git_agentckpt.cli.daemon_child import (
     run_in_child,
 )
 from git_agentckpt.cli.daemon_claim import claim
-from git_agentckpt.cli.daemon_conn import Conn
+from git_agentckpt.cli.daemon_conn import Conn, receive
 from git_agentckpt.cli.daemon_conn import send as _send
 
-_FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 FORWARDED = set(launch.FORWARDED_SIGNALS)
 MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
 
@@ -100,6 +101,7 @@ class Daemon:
         self.at_exit: list[Callable[[], None]] = []
         self.status_hooks: dict[str, Callable[[], object]] = {}
         self.slots = ReportedSlots()  # which children reported (a page shared with them)
+        self.spares = daemon_spare.Spares(env)  # a child forked ahead of the next call
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket_path = daemon_find.socket_path(git_dir)
@@ -155,6 +157,7 @@ class Daemon:
 
     def close(self) -> None:
         """Run the `at_exit` hooks, remove our socket (only ours: we hold the lock), unlock."""
+        self.spares.retire()
         for hook in self.at_exit:
             with contextlib.suppress(Exception):
                 hook()
@@ -180,6 +183,8 @@ class Daemon:
         while True:
             if self.stopping and not self.children:
                 return
+            if self.spares.wanted() and self._idle() and not self.idle_tasks:
+                self._make_spare()
             timeout = self._timeout()
             if timeout is not None and timeout <= 0 and self._idle() and not self.idle_tasks:
                 return
@@ -199,6 +204,16 @@ class Daemon:
 
     def _idle(self) -> bool:
         return not self.children and not self.conns and not self.stopping
+
+    def _make_spare(self) -> None:
+        """Fork the spare child that takes the next call (`daemon_spare.py`)."""
+
+        def leave(chan: socket.socket) -> None:
+            global current
+            current = self
+            self._leave(chan)
+
+        self.spares.make(leave, self.in_child, self.slots, FORWARDED)
 
     def _timeout(self) -> float | None:
         if self.idle_tasks:
@@ -265,43 +280,17 @@ class Daemon:
         if conn.state == "run":
             self._client_gone(conn)
             return
-        fds = array.array("i")
-        try:
-            data, ancdata, flags, _addr = conn.sock.recvmsg(65536, _FDS_SPACE)
-        except BlockingIOError:
-            return
-        except OSError:
+        what = receive(conn)
+        if what == "go":
+            self._fork(conn)
+        elif what == "drop":
             self._drop(conn)
-            return
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-        conn.fds.extend(fds)
-        if not data or flags & socket.MSG_CTRUNC or len(conn.fds) > 3:
-            self._drop(conn)
-        elif conn.state == "go":
-            if data == b"G" and len(conn.fds) == 3 and conn.req is not None:
-                conn.req.fds, conn.fds = conn.fds, []
-                self._fork(conn)
-            else:
-                self._drop(conn)
-        elif conn.fds:
-            self._drop(conn)  # files come with "G" only
-        else:
-            conn.buf += data
-            self._parse(conn)
+        elif what == "request":
+            self._answer(conn)
 
-    def _parse(self, conn: Conn) -> None:
-        if len(conn.buf) < 4:
-            return
-        size = int.from_bytes(conn.buf[:4], "big")
-        if size > launch.MAX_REQUEST or len(conn.buf) > 4 + size:
-            self._drop(conn)
-            return
-        if len(conn.buf) < 4 + size:
-            return
+    def _answer(self, conn: Conn) -> None:
         try:
-            req = parse_request(bytes(conn.buf[4:]), self.fp)
+            req = parse_request(conn.payload, self.fp)
         except BadRequest as exc:
             self._refuse(conn, str(exc))
             return
@@ -343,21 +332,12 @@ class Daemon:
         for hook in self.before_fork:
             with contextlib.suppress(Exception):
                 hook()
-        # Held back until the child has its own handlers (a Ctrl-C the client
-        # forwards at once must interrupt the call, not hit the daemon's SIG_IGN).
-        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
         conn.slot = self.slots.take()
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
-            self.slots.give_back(conn.slot)
-            conn.slot = -1
-            self._refuse(conn, f"fork failed: {exc}")
+        pid = self.spares.take(conn.payload, conn.slot, [conn.sock.fileno(), *req.fds])
+        if pid is None:
+            pid = self._fork_child(conn, req)
+        if pid is None:
             return
-        if pid == 0:
-            self._child(conn, req)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         req.close_fds()
         with contextlib.suppress(OSError):  # also done by the child: whichever runs first
             os.setpgid(pid, pid)
@@ -367,20 +347,41 @@ class Daemon:
         self.children[pid] = conn
         _send(conn, b"P", pid)
 
+    def _fork_child(self, conn: Conn, req: Request) -> int | None:
+        """Fork a child for `conn`'s call: its pid; None if refused (the fork failed)."""
+        # Held back until the child has its own handlers (a Ctrl-C the client
+        # forwards at once must interrupt the call, not hit the daemon's SIG_IGN).
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            self.slots.give_back(conn.slot)
+            conn.slot = -1
+            self._refuse(conn, f"fork failed: {exc}")
+            return None
+        if pid == 0:
+            self._child(conn, req)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+        return pid
+
     def _child(self, conn: Conn, req: Request) -> None:
         """In the forked child: never returns into the daemon's loop."""
         global current
         current = self
         own, slot = conn.sock.fileno(), (self.slots, conn.slot)
-        run_in_child(req, own, lambda: self._leave(conn), self.in_child, slot, FORWARDED)
+        run_in_child(req, own, lambda: self._leave(conn.sock), self.in_child, slot, FORWARDED)
 
-    def _leave(self, conn: Conn) -> None:
-        """In the forked child: close what the daemon holds, but `conn`'s socket."""
+    def _leave(self, keep: socket.socket) -> None:
+        """In a forked child or the spare: close what the daemon holds, but `keep`."""
         self.sel.close()
         self.listener.close()
         for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
             os.close(fd)
-        for other in self.conns - {conn}:
+        self.spares.close_in_child()
+        for other in self.conns:
+            if other.sock is keep:
+                continue
             other.sock.close()
             for fd in other.fds + (other.req.fds if other.req else []):
                 with contextlib.suppress(OSError):
@@ -405,7 +406,7 @@ class Daemon:
             os.kill(conn.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
-        while self.children:
+        while True:
             try:
                 pid, wait_status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -414,7 +415,9 @@ class Daemon:
                 return
             conn = self.children.pop(pid, None)
             if conn is None:
+                self.spares.reaped(pid)  # a spare that died unused, or one retired
                 continue
+            self.spares.retire()  # forked before this call: a new one once caches are read
             self.slots.give_back(conn.slot)
             conn.slot = -1
             _send(conn, b"X", exit_status(wait_status))  # unless the child said it already
@@ -446,6 +449,7 @@ class Daemon:
             "served": self.served,
             "refused": dict(self.refused),
             "calls": sorted(self.children),  # pids of the calls running now
+            "spare": self.spares.status(),
             "idle_timeout": self.idle,
             "idle_for": round(time.monotonic() - self.last_active, 3),
             "request_timeout": self.request_timeout,

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PATHS = 20_000  # distinct changed paths kept; more: the next snapshot scans in full
+MAX_SYNC = 5_000  # changed paths sent to the daemon's spare child; more: a child is forked
 _LOG = "watch.log"
 _LOG_MAX = 64 * 1024
 _REMOTE_FS = (
@@ -188,6 +189,33 @@ class TreeWatcher:
         return WatchView(
             self.watcher_id, self.seq, self.full_before, dict(self.changed), frozenset(self.nested)
         )
+
+    def changes_after(self, mark: object) -> dict[str, Any] | None:
+        """What a process forked when `seq` was `mark` (the daemon's spare child) must
+        learn to see what this watcher sees now (`catch_up`); None when too much."""
+        if not isinstance(mark, int) or mark > self.seq:
+            return None
+        changed = {p: at for p, at in self.changed.items() if at > mark} if mark < self.seq else {}
+        if len(changed) > MAX_SYNC:
+            return None
+        return {
+            "seq": self.seq,
+            "full_before": self.full_before,
+            "disabled": self.disabled,
+            "ready": self.ready,
+            "overflows": self.overflows,
+            "nested": sorted(self.nested),
+            "changed": changed,
+        }
+
+    def catch_up(self, update: object) -> None:
+        """Take in `changes_after`'s answer (in the spare child)."""
+        if not isinstance(update, dict):
+            raise ValueError("not a watcher update")
+        self.changed.update(update["changed"])
+        self.seq, self.full_before = int(update["seq"]), int(update["full_before"])
+        self.disabled, self.ready = str(update["disabled"]), bool(update["ready"])
+        self.overflows, self.nested = int(update["overflows"]), set(update["nested"])
 
     def prune(self, covered: int | None) -> None:
         """Drop the changes a snapshot recorded as covered (its stamp's seq)."""
