@@ -70,6 +70,20 @@ def running_status(repo: Path) -> dict[str, Any]:
     return result
 
 
+def watching(repo: Path) -> None:
+    """Wait for the work tree's daemon and the end of its watcher's first walk."""
+    running_status(repo)
+    wait_for(
+        lambda: status(repo).get("watcher", {}).get("state") == "watching",
+        "the watcher's first walk",
+    )
+
+
+def watch_log(repo: Path) -> str:
+    path = repo / ".git" / "agent" / "watch.log"
+    return path.read_text() if path.exists() else ""
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)

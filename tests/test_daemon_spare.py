@@ -12,19 +12,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import daemon_helpers as dh
 import pytest
 from conftest import git
-from daemon_helpers import (
-    blocked_event,
-    daemon_pids,
-    gone,
-    notes,
-    ok,
-    running_status,
-    serving,
-    status,
-    wait_for,
-)
 from test_private_index import checkpoint_tree, listing, plumbing_tree
 
 from git_agentckpt.cli import launch
@@ -33,55 +23,46 @@ from git_agentckpt.git.watcher import MAX_SYNC, TreeWatcher
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    yield from serving(monkeypatch, tmp_path)
+    yield from dh.serving(monkeypatch, tmp_path)
 
 
 def spare_pid(repo: Path) -> int:
     """The daemon's spare child, once it has one."""
-    pid: int = wait_for(lambda: status(repo).get("spare", {}).get("pid"), "the spare child")
+    pid: int = dh.wait_for(lambda: dh.status(repo).get("spare", {}).get("pid"), "the spare child")
     return pid
 
 
 def via_spare(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
     """`git ckpt ARGS`, checked to have been run by the spare that was waiting."""
     pid = spare_pid(repo)
-    used = status(repo)["spare"]["used"]
-    out = ok(repo, *args, env=env)
-    assert status(repo)["spare"]["used"] == used + 1
-    wait_for(lambda: gone(pid), "the spare that ran the call to end")
+    used = dh.status(repo)["spare"]["used"]
+    out = dh.ok(repo, *args, env=env)
+    assert dh.status(repo)["spare"]["used"] == used + 1
+    dh.wait_for(lambda: dh.gone(pid), "the spare that ran the call to end")
     return out
 
 
-def watch_log(repo: Path) -> str:
-    path = repo / ".git" / "agent" / "watch.log"
-    return path.read_text() if path.exists() else ""
-
-
 def test_a_call_is_handed_to_the_waiting_spare(repo: Path, served: None) -> None:
-    ok(repo, "daemon", "start")
+    dh.ok(repo, "daemon", "start")
     first = spare_pid(repo)
     via_spare(repo, "init")
     assert (repo / ".agent" / "ckpt.toml").exists()
     second = spare_pid(repo)  # a new one, forked once the call ended
     assert second != first
-    assert status(repo)["spare"]["forked"] >= 2
-    assert status(repo)["served"] == 1
-    assert status(repo)["spare"]["lost"] == 0
+    assert dh.status(repo)["spare"]["forked"] >= 2
+    assert dh.status(repo)["served"] == 1
+    assert dh.status(repo)["spare"]["lost"] == 0
 
 
 def test_a_spare_sees_the_changes_made_after_it_was_forked(repo: Path, served: None) -> None:
     """The spare was forked before these edits; the watcher's changes since reach it with
     the call (`TreeWatcher.changes_after`), so the checkpoint looks only at them and still
     gives the tree a full scan gives. Without them it would find "nothing changed"."""
-    ok(repo, "init")
-    running_status(repo)
-    wait_for(
-        lambda: status(repo).get("watcher", {}).get("state") == "watching",
-        "the watcher's first walk",
-    )
-    ok(repo, "task", "start", "t", "--goal", "spare")
-    ok(repo, "create", "-t", "t", "-m", "first: a full scan")
-    scans = watch_log(repo).count("full scan:")
+    dh.ok(repo, "init")
+    dh.watching(repo)
+    dh.ok(repo, "task", "start", "t", "--goal", "spare")
+    dh.ok(repo, "create", "-t", "t", "-m", "first: a full scan")
+    scans = dh.watch_log(repo).count("full scan:")
     for i in range(3):
         spare_pid(repo)  # forked before the edits below
         (repo / "src" / f"new{i}.py").write_text(f"print({i})\n")
@@ -89,7 +70,7 @@ def test_a_spare_sees_the_changes_made_after_it_was_forked(repo: Path, served: N
         (repo / "README.md").unlink(missing_ok=True)
         via_spare(repo, "create", "-t", "t", "-m", f"change {i}")
         assert listing(repo, checkpoint_tree(repo)) == listing(repo, plumbing_tree(repo))
-    assert watch_log(repo).count("full scan:") == scans  # the changes only
+    assert dh.watch_log(repo).count("full scan:") == scans  # the changes only
     assert any(line.endswith("\tsrc/new2.py") for line in listing(repo, checkpoint_tree(repo)))
 
 
@@ -99,75 +80,73 @@ def test_the_callers_environment_reaches_a_call_run_by_the_spare(repo: Path, ser
     and nothing else."""
     secret = "zebra-quokka-772"
     leaky = dict(os.environ, GIT_CKPT_TASK="x", ODD_API_TOKEN=secret)
-    ok(repo, "daemon", "start", env=leaky)
+    dh.ok(repo, "daemon", "start", env=leaky)
     via_spare(repo, "init")
     via_spare(repo, "task", "start", "t1", "--goal", "no leaks")
     (repo / "src" / "app.py").write_text("print('leak?')\n")
     made = via_spare(repo, "create", "-m", "no task named").strip()
-    assert json.loads(ok(repo, "show", "t1", "--json"))["checkpoint"]["id"] == made
+    assert json.loads(dh.ok(repo, "show", "t1", "--json"))["checkpoint"]["id"] == made
     via_spare(repo, "event", "t1", "--type", "note", "--json", json.dumps({"value": secret}))
-    assert [e["data"] for e in notes(repo)] == [{"value": secret}]
+    assert [e["data"] for e in dh.notes(repo)] == [{"value": secret}]
     via_spare(repo, "create", "-m", "task x", env=dict(os.environ, GIT_CKPT_TASK="x"))
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/agent/checkpoints/x") != ""
 
 
 def test_a_ctrl_c_reaches_a_call_run_by_the_spare(repo: Path, served: None) -> None:
-    ok(repo, "init")
-    ok(repo, "task", "start", "t1", "--goal", "interrupted")
+    dh.ok(repo, "init")
+    dh.ok(repo, "task", "start", "t1", "--goal", "interrupted")
     pid = spare_pid(repo)
-    proc = blocked_event(repo)
+    proc = dh.blocked_event(repo)
     try:
-        assert wait_for(lambda: status(repo)["calls"], "the call to run") == [pid]
+        assert dh.wait_for(lambda: dh.status(repo)["calls"], "the call to run") == [pid]
         proc.send_signal(signal.SIGINT)  # the client forwards it to the call
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
     assert proc.returncode == 130, err
-    wait_for(lambda: gone(pid), "the interrupted call to end")
-    assert notes(repo) == []
+    dh.wait_for(lambda: dh.gone(pid), "the interrupted call to end")
+    assert dh.notes(repo) == []
 
 
 def test_the_spare_ends_with_its_daemon(repo: Path, served: None, tmp_path: Path) -> None:
-    ok(repo, "daemon", "start")
+    dh.ok(repo, "daemon", "start")
     first = spare_pid(repo)
-    ok(repo, "daemon", "stop")
-    wait_for(lambda: gone(first), "the spare to end with `daemon stop`")
-    ok(repo, "daemon", "start")
+    dh.ok(repo, "daemon", "stop")
+    dh.wait_for(lambda: dh.gone(first), "the spare to end with `daemon stop`")
+    dh.ok(repo, "daemon", "start")
     second = spare_pid(repo)
-    (daemon,) = daemon_pids(tmp_path)
+    (daemon,) = dh.daemon_pids(tmp_path)
     os.kill(daemon, signal.SIGKILL)  # no goodbye: the spare sees its socket close
-    wait_for(lambda: gone(second), "the spare to end after its daemon was killed")
+    dh.wait_for(lambda: dh.gone(second), "the spare to end after its daemon was killed")
 
 
 def test_spare_off_forks_each_call(
     repo: Path, served: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GIT_CKPT_DAEMON_SPARE", "off")
-    ok(repo, "daemon", "start")
-    ok(repo, "init")
-    ok(repo, "list")
-    spare: dict[str, Any] = status(repo)["spare"]
+    dh.ok(repo, "daemon", "start")
+    dh.ok(repo, "init")
+    dh.ok(repo, "list")
+    spare: dict[str, Any] = dh.status(repo)["spare"]
     assert spare == {"pid": None, "forked": 0, "used": 0, "lost": 0}
-    assert status(repo)["served"] == 2
+    assert dh.status(repo)["served"] == 2
 
 
-def test_a_call_too_big_to_hand_over_gets_a_child_forked_for_it(
-    repo: Path, served: None
-) -> None:
+def test_a_call_too_big_to_hand_over_gets_a_child_forked_for_it(repo: Path, served: None) -> None:
     """A request larger than the spare's socket takes (an 800 KB environment here) cannot be
     handed over: the spare is retired and a child forked for the call, which sees it all."""
-    ok(repo, "daemon", "start")
-    ok(repo, "init")
+    dh.ok(repo, "daemon", "start")
+    dh.ok(repo, "init")
     pid = spare_pid(repo)
-    used = status(repo)["spare"]["used"]
+    used = dh.status(repo)["spare"]["used"]
     padding = {f"PADDING_{i}": "x" * 100_000 for i in range(8)}  # 128 KiB each at most
     env = dict(os.environ, GIT_CKPT_TASK="big", **padding)
-    ok(repo, "task", "start", "big", "--goal", "a large environment", env=env)
-    ok(repo, "create", "-m", "from GIT_CKPT_TASK", env=env)
+    dh.ok(repo, "task", "start", "big", "--goal", "a large environment", env=env)
+    dh.ok(repo, "create", "-m", "from GIT_CKPT_TASK", env=env)
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/agent/checkpoints/big") != ""
-    after = status(repo)
+    after = dh.status(repo)
     assert after["served"] == 3 and after["spare"]["used"] == used
-    assert gone(pid)
+    assert dh.gone(pid)
 
 
 REFUSING_DAEMON = """
@@ -192,11 +171,11 @@ def test_a_spare_that_cannot_catch_up_is_replaced_by_a_fork(repo: Path, served: 
     )
     try:
         pid = spare_pid(repo)
-        ok(repo, "init")
+        dh.ok(repo, "init")
         assert (repo / ".agent" / "ckpt.toml").exists()
-        after = status(repo)
+        after = dh.status(repo)
         assert after["served"] == 1 and after["spare"]["used"] == 0
-        wait_for(lambda: gone(pid), "the spare that could not catch up to be retired")
+        dh.wait_for(lambda: dh.gone(pid), "the spare that could not catch up to be retired")
     finally:
         launch.control(f"{real}/.git", "stop")
         daemon.wait(timeout=30)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_helpers import ok, running_status, serving, status, wait_for
+from daemon_helpers import ok, running_status, serving, status, watch_log, watching
 from test_private_index import checkpoint_tree, listing, plumbing_tree
 
 
@@ -16,18 +16,9 @@ def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield from serving(monkeypatch, tmp_path)
 
 
-def watch_log(repo: Path) -> str:
-    path = repo / ".git" / "agent" / "watch.log"
-    return path.read_text() if path.exists() else ""
-
-
 def test_checkpoints_through_the_daemon_look_only_at_changes(repo: Path, served: None) -> None:
     ok(repo, "init")  # starts the daemon in the background
-    running_status(repo)
-    wait_for(
-        lambda: status(repo).get("watcher", {}).get("state") == "watching",
-        "the watcher's first walk",
-    )
+    watching(repo)
     ok(repo, "task", "start", "t", "--goal", "watched")
     ok(repo, "create", "-t", "t", "-m", "first: a full scan")
     assert "full scan: first snapshot since the daemon started" in watch_log(repo)
