@@ -75,12 +75,17 @@ def _origin(store: CheckpointStore, ckpt: Checkpoint) -> Checkpoint:
     return ckpt
 
 
+_CHECKPOINT_TYPES = frozenset(("checkpoint.prepare", "checkpoint.commit", "checkpoint.abort"))
+
+
 def _checkpoint_events(events: list[Event]) -> tuple[dict[str, int], set[str], set[str]]:
     """Where each checkpoint's prepare is in the log, and which have a commit or abort."""
     prepared_at: dict[str, int] = {}
     has_commit_event: set[str] = set()
     has_abort: set[str] = set()
     for i, ev in enumerate(events):
+        if ev.type not in _CHECKPOINT_TYPES:  # most key events: the type alone rules them out
+            continue
         commit = ev.links.get("checkpoint")
         if not isinstance(commit, str):
             continue
@@ -107,8 +112,10 @@ def _open_steps(
     # event needs them: a run of resumes with nothing between reads one note, not all
     kept_by: str | None = None
     for i, ev in enumerate(events):
-        step = ev.links.get("step")
-        if ev.type == "step.start" and isinstance(step, str):
+        if ev.type == "step.start":
+            step = ev.links.get("step")
+            if not isinstance(step, str):
+                continue
             if kept_by is not None:
                 done, kept_by = done | done_in(kept_by), None
             if step not in done or ev.data.get("redo"):
