@@ -42,19 +42,9 @@ MAX_SYNC = 5_000  # changed paths sent to the daemon's spare child; more: a chil
 _LOG = "watch.log"
 _LOG_MAX = 64 * 1024
 _REMOTE_FS = (
-    "nfs",
-    "nfs4",
-    "cifs",
-    "smb3",
-    "smbfs",
-    "9p",
-    "afs",
-    "ceph",
-    "glusterfs",
-    "lustre",
-    "davfs",
-    "virtiofs",
-)
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre",
+    "davfs", "virtiofs",
+)  # fmt: skip
 
 # inotify(7) masks (the kernel's ABI, the same on every Linux)
 IN_MODIFY = 0x2
