@@ -4,19 +4,21 @@ Forking the daemon (~48 MB of Python, pygit2 and every module preloaded) costs
 ~1.9 ms, and the child's start (its signals, closing what the daemon holds,
 the first copy-on-write faults) ~1.3 ms more: a twelfth of a served resume,
 spent while the caller waits. So when the daemon is idle (no connection, no
-call running, no background work queued: `Daemon.wants_spare`) it forks one
-child ahead, which does all of that and then blocks on a socket pair
-(`SOCK_SEQPACKET`). When a call's "G" arrives, the daemon sends it the call
-in one message (`hand_over`): the request as the client sent it, its slot in
-`daemon_child.ReportedSlots`, what the plug-ins saw since the fork, and the
-client's socket and fds 0-2 as `SCM_RIGHTS`. From there on the spare is that
-call's child, exactly as a child forked for it would be (`run_child`).
+call running, no background work queued) it forks one child ahead (`Spares`),
+which does all of that, takes its copy-on-write faults ahead (`cli/prefault.py`:
+~7-10 ms of a served resume; it stops at once when its call arrives), and then
+blocks on a socket pair (`SOCK_SEQPACKET`). When a call's "G" arrives, the daemon
+sends it the call in one message (`hand_over`): the request as the client sent
+it, its slot in `daemon_child.ReportedSlots`, what the plug-ins saw since the
+fork, and the client's socket and fds 0-2 as `SCM_RIGHTS`. From there on the
+spare is that call's child, exactly as a child forked for it would be
+(`run_child`).
 
 A spare must not start a call with an older picture of the world than a child
 forked at "G" would have:
 
 - Each plug-in that keeps state the child reads registers a `Sync`
-  (`Daemon.spare_sync`): `mark()` at the spare's fork, `since(mark)` at the
+  (`Daemon.spares.syncs`): `mark()` at the spare's fork, `since(mark)` at the
   hand-over (what changed since, as JSON; None when too much did: the daemon
   then forks as before) and `catch_up(update)` in the spare. The work-tree
   watcher's is the paths changed after the spare's fork (`cli/daemon_watch.py`).
@@ -34,6 +36,7 @@ import array
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -51,6 +54,7 @@ from git_agentckpt.cli.daemon_child import (
     run_child,
 )
 from git_agentckpt.cli.launch import INTERNAL
+from git_agentckpt.cli.prefault import prefault
 
 _HANDED_FDS = 4  # the client's socket, then its fds 0-2
 _FDS_SPACE = socket.CMSG_SPACE(_HANDED_FDS * array.array("i").itemsize)
@@ -216,6 +220,7 @@ def _spare_main(
         leave_daemon()
         for hook in hooks:
             hook()
+        prefault(lambda: _readable(chan))  # idle: take the copy-on-write faults now
         call = _wait_for_call(chan, syncs)
     except BaseException:  # a Ctrl-C, a damaged message: no call taken
         os._exit(0)
@@ -229,6 +234,10 @@ def _spare_main(
         child_failed(exc)
     finally:
         end_child(own, code, slots, slot)
+
+
+def _readable(chan: socket.socket) -> bool:
+    return bool(select.select([chan], [], [], 0)[0])
 
 
 def _wait_for_call(chan: socket.socket, syncs: dict[str, Sync]) -> tuple[int, Request, int] | None:
