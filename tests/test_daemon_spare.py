@@ -97,12 +97,12 @@ def test_a_ctrl_c_reaches_a_call_run_by_the_spare(repo: Path, served: None) -> N
     dh.ok(repo, "task", "start", "t1", "--goal", "interrupted")
     pid = spare_pid(repo)
     proc = dh.blocked_event(repo)
-    try:
-        assert dh.wait_for(lambda: dh.status(repo)["calls"], "the call to run") == [pid]
-        proc.send_signal(signal.SIGINT)  # the client forwards it to the call
-        _, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
+    assert dh.wait_for(lambda: dh.status(repo)["calls"], "the call to run") == [pid]
+    proc.send_signal(signal.SIGINT)  # the client forwards it to the call
+    proc.wait(timeout=30)  # stdin stays open: only the signal can end the call
+    assert proc.stderr is not None and proc.stdin is not None
+    err = proc.stderr.read()
+    proc.stdin.close()
     assert proc.returncode == 130, err
     dh.wait_for(lambda: dh.gone(pid), "the interrupted call to end")
     assert dh.notes(repo) == []
