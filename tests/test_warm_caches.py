@@ -194,14 +194,15 @@ def test_a_served_call_writes_its_caches_after_its_answer_and_the_daemon_reads_t
     assert out["outcome"] == "ready"
     tip = git(repo, "rev-parse", "refs/agent/events/t")
 
-    def index_at_tip() -> bool:
-        # written after the answer, at the tip the call left (`warm_caches.after_append`)
+    def caches_at_tip() -> bool:
+        # written after the answer, at the tip the call left (`warm_caches.after_append`
+        # brings them there: the index first, the state cache in a later write)
         raw = state_cache.read_sealed(index)
-        return raw is not None and json.loads(raw)["tip"] == tip
+        state = state_cache.StateCache(str(repo / ".git")).load("t")
+        index_tip = raw is not None and json.loads(raw)["tip"] == tip
+        return index_tip and state is not None and state.key.events == tip
 
-    wait_for(index_at_tip, "the index to be written after the answer")
-    state = state_cache.StateCache(str(repo / ".git")).load("t")
-    assert state is not None and state.key.events == tip  # the state cache too
+    wait_for(caches_at_tip, "the index and the state cache to be written after the answer")
     caches = wait_for(
         lambda: (c := running_status(repo).get("caches")) and c["held"] >= 2 and c,
         "the daemon to read the cache files",
