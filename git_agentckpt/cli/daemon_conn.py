@@ -41,21 +41,26 @@ def send(conn: Conn, kind: bytes, body: bytes | int | None = None) -> bool:
         return False
 
 
+def passed_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    """The file descriptors a message passed (`SCM_RIGHTS`), from `recvmsg`'s ancillary data."""
+    fds = array.array("i")
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return list(fds)
+
+
 def receive(conn: Conn) -> str:
     """Read what arrived on `conn` (not running a call yet): "drop" (closed, malformed, or
     files where none belong), "go" ("G" with fds 0-2, now in `conn.req.fds`), "request"
     (a whole request, in `conn.payload`) or "more" (wait for the rest)."""
-    fds = array.array("i")
     try:
         data, ancdata, flags, _addr = conn.sock.recvmsg(65536, _FDS_SPACE)
     except BlockingIOError:
         return "more"
     except OSError:
         return "drop"
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
-    conn.fds.extend(fds)
+    conn.fds.extend(passed_fds(ancdata))
     if not data or flags & socket.MSG_CTRUNC or len(conn.fds) > 3:
         return "drop"
     if conn.state == "go":

@@ -53,6 +53,8 @@ from git_agentckpt.cli.daemon_child import (
     parse_request,
     run_child,
 )
+from git_agentckpt.cli.daemon_conn import passed_fds
+from git_agentckpt.cli.daemon_find import OFF_WORDS
 from git_agentckpt.cli.launch import INTERNAL
 from git_agentckpt.cli.prefault import prefault
 
@@ -91,7 +93,7 @@ MAX_LOST = 8  # spares that died unused before the daemon stops making them
 
 
 def enabled(env: dict[str, str]) -> bool:
-    return env.get("GIT_CKPT_DAEMON_SPARE", "").strip().lower() not in ("off", "0", "false", "no")
+    return env.get("GIT_CKPT_DAEMON_SPARE", "").strip().lower() not in OFF_WORDS
 
 
 class Spares:
@@ -141,15 +143,15 @@ class Spares:
         self.counts["used"] += 1
         return spare.pid
 
-    def reaped(self, pid: int) -> bool:
-        """Whether `pid` was the spare (it died unused: after MAX_LOST, no more spares)."""
+    def reaped(self, pid: int) -> None:
+        """A child the daemon reaped that ran no call: when it was the spare, it died
+        unused (after MAX_LOST of them, no more spares)."""
         if self.spare is None or pid != self.spare.pid:
-            return False
+            return
         self.spare.chan.close()
         self.spare = None
         self.counts["lost"] += 1
         self.on = self.on and self.counts["lost"] < MAX_LOST
-        return True
 
     def status(self) -> dict[str, object]:
         return {"pid": self.spare.pid if self.spare else None, **self.counts}
@@ -244,10 +246,7 @@ def _wait_for_call(chan: socket.socket, syncs: dict[str, Sync]) -> tuple[int, Re
     """Block until the daemon sends a call: (client socket fd, request, slot); None at
     end of file. The plug-ins' updates are applied before it returns."""
     data, ancdata, flags, _ = chan.recvmsg(MAX_MESSAGE, _FDS_SPACE)
-    fds = array.array("i")
-    for level, kind, cmsg in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(cmsg[: len(cmsg) - (len(cmsg) % fds.itemsize)])
+    fds = passed_fds(ancdata)
     chan.close()
     if not data:
         return None
@@ -263,5 +262,5 @@ def _wait_for_call(chan: socket.socket, syncs: dict[str, Sync]) -> tuple[int, Re
     for name, update in updates.items():
         syncs[name].catch_up(update)
     req = parse_request(data[_HEADER + size :])
-    req.fds = list(fds[1:])
+    req.fds = fds[1:]
     return fds[0], req, slot
