@@ -42,7 +42,9 @@ def main() -> int:
     seal_environment(work)
     from git_agentckpt import after_reply
     from git_agentckpt.api import Checkpointer
-    from git_agentckpt.git import watcher
+    from git_agentckpt.daemon import watcher
+    from git_agentckpt.daemon.barrier import InProcess
+    from git_agentckpt.git import watch_view
 
     repo = args.repo or make_repo(work, args.files)
     print(f"[bench] repository {repo} ({args.files} files)", file=sys.stderr)
@@ -54,7 +56,7 @@ def main() -> int:
     live = watcher.TreeWatcher(str(repo), str(repo / ".git" / "agent"))
     live.start()
     live.finish_walk()
-    watcher.activate(live)
+    watch_view.activate(InProcess(live))
     mut.step()
     ck.create(task="bench", message="warm-up: the first snapshot scans in full", light=False)
     gck.run()
@@ -66,12 +68,12 @@ def main() -> int:
         alternate(i, functools.partial(ours.add, a), functools.partial(theirs.add, gck.run))
         tidy.add(after_reply.run_queued)  # not in `ours`: the caller has its answer
     after_reply.stop_deferring()
-    watcher.activate(None)
+    watch_view.activate(None)
     for i in range(max(3, args.rounds // 2)):
         mut.step()
         b = functools.partial(ck.create, task="bench", message=f"f{i}", light=False)
         alternate(i, functools.partial(full.add, b), functools.partial(theirs.add, gck.run))
-    scans = watcher.read_log(str(repo / ".git" / "agent"), 50)
+    scans = watch_view.read_log(str(repo / ".git" / "agent"), 50)
     print(f"| {args.files} files, 10 modified + 5 added | median ms | CPU ms | ours / git |")
     print("|---|---|---|---|")
     for name, series in (

@@ -302,7 +302,7 @@ def _daemon_worktrees(root: Path) -> set[str]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ours = len(argv) >= 4 and any(b"git_agentckpt.cli.server" in a for a in argv)
+        ours = len(argv) >= 4 and any(b"git_agentckpt.daemon.server" in a for a in argv)
         if ours and argv[-2].startswith(prefix):  # argv[-1] is empty (a trailing NUL)
             found.add(os.fsdecode(argv[-2]))
     return found

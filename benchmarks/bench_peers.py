@@ -231,9 +231,11 @@ class Peers:
 
     def __init__(self, repo: Path, work: Path, sb_venv: Path, n_files: int) -> None:
         from git_agentckpt.api import Checkpointer
-        from git_agentckpt.git import watcher
+        from git_agentckpt.daemon import watcher
+        from git_agentckpt.daemon.barrier import InProcess
+        from git_agentckpt.git import watch_view
 
-        self.repo, self.wmod, self.agent_dir = repo, watcher, str(repo / ".git" / "agent")
+        self.repo, self.wmod, self.agent_dir = repo, watch_view, str(repo / ".git" / "agent")
         self.ck = Checkpointer.open(str(repo))
         self.ck.task_start(TASK, goal="peer benchmark")
         self.gck = GitCheckpoint(repo, ref="refs/bench/peers")
@@ -242,6 +244,7 @@ class Peers:
         self.live = watcher.TreeWatcher(str(repo), self.agent_dir)
         self.live.start()
         self.live.finish_walk()
+        self.source = InProcess(self.live)
         self.driver = Driver(sb_venv, repo, work)
         self.sb = str(sb_venv / "bin" / "stepback")
         self.exe, self.warm_env = cli_path(), cli_env(work)
@@ -264,7 +267,7 @@ class Peers:
 
     def watched(self, fn: Callable[[], object]) -> tuple[float, float]:
         """`fn` timed with the watcher active."""
-        self.wmod.activate(self.live)
+        self.wmod.activate(self.source)
         try:
             return self.counted("in-process watcher", fn)
         finally:
@@ -281,7 +284,7 @@ class Peers:
     def restamp(self) -> None:
         """An untimed checkpoint with the watcher: the daemon is the private index's only
         writer, here the other ways wrote it too (its stamp is stale: a full scan)."""
-        self.wmod.activate(self.live)
+        self.wmod.activate(self.source)
         try:
             self.create()
         finally:

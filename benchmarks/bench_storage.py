@@ -166,13 +166,15 @@ def run_workload(
     live = None
     if option == "watcher":
         from git_agentckpt import after_reply
-        from git_agentckpt.git import watcher
+        from git_agentckpt.daemon import watcher
+        from git_agentckpt.daemon.barrier import InProcess
+        from git_agentckpt.git import watch_view
 
         git(repo, "config", "ckpt.packObjects", "true")
         live = watcher.TreeWatcher(str(repo), str(repo / ".git" / "agent"))
         live.start()
         live.finish_walk()
-        watcher.activate(live)
+        watch_view.activate(InProcess(live))
         after_reply.defer_in_this_process()
         ck.create("t", message="the first snapshot scans in full")
         after_reply.run_queued()
@@ -219,7 +221,7 @@ def run_workload(
             added.append(time.perf_counter() - t1)
     background.join()
     if live is not None:
-        watcher.activate(None)
+        watch_view.activate(None)
         live.close()
         after_reply.stop_deferring()
     disk, loose, packs = disk_bytes(objects) - base_disk, loose_count(objects), pack_count(objects)

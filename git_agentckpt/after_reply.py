@@ -1,12 +1,12 @@
 """Work that may wait until the caller has its answer (calls served by the daemon).
 
 A call the daemon serves answers its client as soon as the command returns
-(`cli/daemon_child.report_exit`). Tidying that nothing in the answer depends on
+(`daemon/child.report_exit`). Tidying that nothing in the answer depends on
 (packing a checkpoint's loose objects, `git/packing.py`; writing the cache files
 of `.git/agent/state/`, `store/state_cache.py`) is queued with `later` and runs
 after the report, in the same child: before it reports, the child closes every
 file of its caller (its pipes see their end) and marks its slot in the daemon's
-shared page as reported (`daemon_child.ReportedSlots`), so the daemon no longer
+shared page as reported (`daemon/child.ReportedSlots`), so the daemon no longer
 kills it when its client hangs up, and reaps it when the work is done. A child the daemon gave
 no slot (more calls at once than slots) runs the queue in a grandchild of its own
 session before it reports, as `git gc --auto` detaches (`run_detached`). Anywhere
@@ -83,7 +83,7 @@ def run_queued() -> int:
 
 
 def run_after_report() -> None:
-    """In a daemon child the daemon lets finish (`daemon_child.ReportedSlots`), after its
+    """In a daemon child the daemon lets finish (`daemon/child.ReportedSlots`), after its
     report: the queued work, here, with /dev/null for stdin, stdout and stderr (the
     caller's were closed before the report)."""
     if not _queue:
@@ -100,7 +100,7 @@ def run_after_report() -> None:
 
 def run_detached() -> None:
     """In a daemon child the daemon may kill once its client hangs up (no slot in
-    `daemon_child.ReportedSlots`), whose command returned, before it reports: what was
+    `daemon/child.ReportedSlots`), whose command returned, before it reports: what was
     queued, in a grandchild of its own session that keeps none of the caller's files (its
     pipes see their end when the child's end) and has /dev/null for stdin, stdout and
     stderr. Returns at once in the child. Forked before the report: once the caller has

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from git_agentckpt.contracts.engine import CheckOutcome
     from git_agentckpt.contracts.watch import WatchDiff
     from git_agentckpt.contracts.watching import Rebaselined
-    from git_agentckpt.git.watcher import TreeWatcher
     from git_agentckpt.integrations.agent_hook import HookReply as AgentHookReply
     from git_agentckpt.integrations.importing import ImportResult
     from git_agentckpt.recovery.confirm import Verdict
@@ -388,6 +387,7 @@ class Checkpointer(SharedCalls):
 
         t = self.require_task(task)
         return import_transcript(self, t, agent, path, shown or path, dry_run=dry_run)
+
     # -- audit: the trail as plain files (audit/export.py) ------------------------------
 
     def export(self, name: str, to: str) -> ExportResult:
@@ -443,15 +443,3 @@ def person_present() -> bool:
     from git_agentckpt.recovery.person import stdin_is_terminal
 
     return stdin_is_terminal()
-
-
-def watch_work_tree(worktree: str, agent_dir: str) -> TreeWatcher | None:
-    """The work-tree watcher of a daemon (`git/watcher.py`): started, and made the one
-    this process and the children it forks snapshot with. None when turned off
-    (`GIT_CKPT_WATCH=off`) or not on Linux."""
-    from git_agentckpt.git import watcher
-
-    live = watcher.start(worktree, agent_dir)
-    if live is not None:
-        watcher.activate(live)
-    return live

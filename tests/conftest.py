@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import modes
 import pytest
 
 
@@ -17,12 +20,56 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the reliability scenarios with large counts (minutes to hours)",
     )
+    parser.addoption(
+        "--mode",
+        choices=("both", *modes.MODES),
+        default="both",
+        help="run the suite with the daemon on (as users get it), off, or both (tests/modes.py)",
+    )
 
 
 @pytest.fixture
 def long_run(request: pytest.FixtureRequest) -> bool:
     """True under `pytest --long`: reliability tests scale their counts up."""
     return bool(request.config.getoption("--long"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "mode(which, reason): the one mode a test makes sense in (tests/modes.py)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "ckpt_mode" not in metafunc.fixturenames:
+        return
+    chosen = metafunc.config.getoption("--mode")
+    wanted = [m for m in modes.allowed(metafunc.definition.get_closest_marker("mode"))]
+    if chosen != "both":
+        wanted = [m for m in wanted if m == chosen]
+    metafunc.parametrize("ckpt_mode", wanted, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def ckpt_mode(request: pytest.FixtureRequest) -> str:
+    """The mode this test runs in (tests/modes.py)."""
+    return str(request.param)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many tests ran in each mode (a test's report counts once: its call, or the
+    setup that skipped or failed it)."""
+    counts: dict[str, Counter[str]] = {m: Counter() for m in modes.MODES}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if outcome == "passed" and getattr(report, "when", "") != "call":
+                continue
+            mode = modes.mode_of(getattr(report, "nodeid", ""))
+            if mode is not None:
+                counts[mode][outcome] += 1
+    for mode, seen in counts.items():
+        parts = ", ".join(f"{seen[k]} {k}" for k in ("passed", "failed", "error", "skipped"))
+        terminalreporter.write_line(f"mode {mode}: {parts}")
 
 
 SEALED_VARS = {
@@ -36,18 +83,16 @@ SEALED_VARS = {
     "TZ": "UTC",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
-    # Calls run in their own process: a warm server per test HOME would outlive the
-    # test (tests/test_server.py turns it on and stops it).
-    "GIT_CKPT_SERVER": "off",
 }
 STRIPPED_PREFIXES = ("GIT_", "GIT_CKPT_")
 
 
 @pytest.fixture(autouse=True)
 def hermetic_seal(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Temporary HOME and XDG dirs, no system config, fixed identity and dates."""
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, ckpt_mode: str
+) -> Iterator[None]:
+    """Temporary HOME and XDG dirs, no system config, fixed identity and dates; the
+    daemon on or off (`ckpt_mode`), every daemon the test started stopped after it."""
     home = tmp_path_factory.mktemp("home")
     for name in list(os.environ):
         if name.startswith(STRIPPED_PREFIXES):
@@ -58,10 +103,14 @@ def hermetic_seal(
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     for key, value in SEALED_VARS.items():
         monkeypatch.setenv(key, value)
+    for key, value in modes.MODE_ENV[ckpt_mode].items():
+        monkeypatch.setenv(key, value)
     (home / ".gitconfig").write_text(
         "[user]\n\tname = Test User\n\temail = user@example.com\n"
         "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
     )
+    yield
+    modes.stop_daemons(tmp_path_factory.getbasetemp())
 
 
 def git(cwd: Path, *args: str, input: str | None = None) -> str:

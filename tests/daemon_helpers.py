@@ -1,4 +1,4 @@
-"""Helpers for the tests of the per-worktree daemon (cli/server.py, cli/launch.py).
+"""Helpers for the tests of the per-worktree daemon (daemon/server.py, cli/launch.py).
 
 Calls go through the installed `git-ckpt` script, as agents and hooks make them.
 The `served` fixture (`serving`) turns the daemon on for the test (GIT_CKPT_SERVER=auto) and
@@ -107,7 +107,7 @@ def daemon_pids(root: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        ours = any(b"git_agentckpt.cli.server" in arg for arg in argv) and len(argv) >= 4
+        ours = any(b"git_agentckpt.daemon.server" in arg for arg in argv) and len(argv) >= 4
         if ours and argv[-3].startswith(prefix) and not gone(int(entry.name)):
             found.append(int(entry.name))
     # a daemon's forked children (its calls, its spare) carry its argv: not daemons
@@ -136,7 +136,7 @@ def daemon_git_dirs(root: Path) -> set[str]:
 
 def stop_all(root: Path) -> None:
     """Stop every daemon under `root`; a stopped (SIGSTOP) one is resumed first."""
-    from git_agentckpt.cli import launch
+    from git_agentckpt.daemon import client as launch
 
     deadline = time.monotonic() + 30
     while daemon_pids(root) and time.monotonic() < deadline:
@@ -153,6 +153,7 @@ def stop_all(root: Path) -> None:
 
 def serving(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """The body of each test module's `served` fixture."""
+    monkeypatch.setenv("GIT_CKPT_DAEMON", "auto")  # whatever the suite's mode (tests/modes.py)
     monkeypatch.setenv("GIT_CKPT_SERVER", "auto")
     monkeypatch.setenv("GIT_CKPT_SERVER_IDLE", "120")
     monkeypatch.setenv("GIT_CKPT_DAEMON_TIMEOUT", "10")  # a loaded machine is no reason to fail

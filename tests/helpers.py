@@ -6,27 +6,94 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import modes
 from click.testing import CliRunner, Result
 
 from git_agentckpt.cli.main import cli
+from git_agentckpt.daemon import client
+from git_agentckpt.daemon import find as daemon_find
 from git_agentckpt.git.repo import GitRepo
 
 BIN_DIR = os.path.dirname(sys.executable)
+# how a call killed by SIGKILL ends: its own process killed, or, through the daemon, the
+# call's child killed and its client exiting 128 + 9 (`daemon/client.py`)
+KILLED = (-9, 128 + 9)
 
 
 def ckpt(repo: Path, *args: str, input: str | None = None, ok: bool = True) -> Result:
-    """Run `git ckpt -C repo args…` in-process."""
-    result = CliRunner().invoke(cli, ["-C", str(repo), *args], input=input, catch_exceptions=False)
+    """Run `git ckpt -C repo args…` as the test's mode runs calls (tests/modes.py): through
+    the work tree's daemon, or in this process."""
+    argv = ["-C", str(repo), *args]
+    result = served(argv, input) if daemon_find.enabled(os.environ) else None
+    if result is None:
+        result = CliRunner().invoke(cli, argv, input=input, catch_exceptions=False)
     if ok and result.exit_code != 0:
         raise AssertionError(
             f"git ckpt {' '.join(args)} exited {result.exit_code}: {result.output}"
         )
     return result
+
+
+def served(argv: list[str], input: str | None) -> Result | None:
+    """`argv` run by the daemon of its work tree (started and waited for), through the
+    entry point's own client code, with files for its stdin, stdout and stderr; None
+    when the daemon does not run it (no work tree, a refused command): the caller runs
+    it here, as the entry point would in its own process."""
+    found = None
+    if daemon_find.refusal(argv) is None:
+        found = daemon_find.discover(daemon_find.start_dir(argv), os.environ)
+    if found is None:
+        return None
+    worktree, git_dir = found
+    fp = daemon_find.fingerprint()
+    modes.ensure_daemon(worktree, git_dir, fp)
+    with (
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
+        stdin.write((input or "").encode())
+        stdin.seek(0)
+        fds = [f.fileno() for f in (stdin, out, err)]
+        status, _why = client.run_remote(git_dir, fp, argv, fds)
+        if status is None:
+            return None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    return Result(
+        runner=CliRunner(),
+        stdout_bytes=stdout,
+        stderr_bytes=stderr,
+        output_bytes=stdout + stderr,
+        return_value=None,
+        exit_code=status,
+        exception=None,
+    )
+
+
+def settle(repo: Path) -> None:
+    """Wait until the daemon of `repo` (if one runs) has no call running: a served call
+    answers before the work it leaves for after its answer (cache files, packing) is done,
+    and a test that then edits `.git/agent` by hand must not race that work."""
+    found = daemon_find.discover(str(repo), os.environ)
+    if found is None:
+        return
+    from git_agentckpt.cli.commands_server import daemon_status
+
+    for _ in range(3000):
+        status = daemon_status(found[1])
+        if status is None or not status["calls"]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the daemon of {repo} still runs calls: {status}")
 
 
 def ckpt_json(repo: Path, *args: str) -> Any:

@@ -1,4 +1,4 @@
-"""The per-worktree daemon (cli/server.py) behind the `git-ckpt` entry point (cli/launch.py).
+"""The per-worktree daemon (daemon/server.py) behind the `git-ckpt` entry point (cli/launch.py).
 
 Calls served by the daemon behave as calls in their own process: output, exit
 status, stdin, terminal, signals, environment. Its safety rules (who is served,
@@ -38,8 +38,11 @@ from daemon_helpers import (
     wait_for,
 )
 
-from git_agentckpt.cli import daemon_find, launch
-from git_agentckpt.cli.daemon_child import BadRequest, exit_status, parse_request
+from git_agentckpt.daemon import client as launch
+from git_agentckpt.daemon import find as daemon_find
+from git_agentckpt.daemon.child import BadRequest, exit_status, parse_request
+
+pytestmark = pytest.mark.mode("daemon", reason="tests of the daemon: they turn it on themselves")
 
 
 @pytest.fixture
@@ -49,22 +52,30 @@ def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 @pytest.fixture
 def task_repo(repo: Path, served: None) -> Path:
-    ok(repo, "init")  # in its own process: no daemon yet; it starts one in the background
-    running_status(repo)
+    ok(repo, "init")
+    # in its own process: no daemon yet; it starts one in the background
     ok(repo, "task", "start", "t1", "--goal", "serve calls warm")
+    running_status(repo)
     return repo
 
 
-def test_first_call_starts_the_daemon_and_later_calls_use_it(repo: Path, served: None) -> None:
+def test_first_writing_call_starts_the_daemon_and_later_calls_use_it(
+    repo: Path, served: None, tmp_path: Path
+) -> None:
     assert not status(repo)["running"]
     ok(repo, "init")
+    ok(repo, "list")
+    ok(repo, "--help")
+    ok(repo, "create", "--help")
+    assert daemon_pids(tmp_path) == []  # reading, help and init start no daemon
+    ok(repo, "task", "start", "t1", "--goal", "serve calls warm")
     first = running_status(repo)
     assert first["served"] == 0  # the call that started it ran in its own process
     assert first["worktree"] == os.path.realpath(repo)
     assert first["socket"] == os.path.realpath(repo / ".git" / "agent" / "daemon.sock")
-    ok(repo, "task", "start", "t1", "--goal", "serve calls warm")
     (repo / "src" / "app.py").write_text("print('changed')\n")
     ok(repo / "src", "create", "--task", "t1", "-m", "after a change")
+    ok(repo, "list")
     after = status(repo)
     assert after["pid"] == first["pid"]
     assert after["served"] == 2
@@ -198,8 +209,9 @@ def test_a_daemon_killed_mid_call_does_not_lose_the_calls_status(task_repo: Path
     _, err = proc.communicate(json.dumps({"n": 1}), timeout=30)
     assert proc.returncode == 0, err
     wait_for(lambda: gone(child), "the call to end")
-    # the next call finds the dead daemon's socket, runs itself and starts a new daemon
     assert [e["data"] for e in notes(task_repo)] == [{"n": 1}]
+    # the next writing call finds the dead daemon's socket, runs itself, starts a new one
+    ok(task_repo, "event", "t1", "--type", "note", "--json", json.dumps({"n": 2}))
     new = running_status(task_repo)
     assert new["pid"] != daemon
     ok(task_repo, "list")
@@ -261,7 +273,8 @@ def test_concurrent_calls_are_all_served(task_repo: Path) -> None:
 def test_the_daemon_exits_when_idle(
     repo: Path, served: None, monkeypatch: pytest.MonkeyPatch, var: str
 ) -> None:
-    monkeypatch.delenv("GIT_CKPT_SERVER_IDLE")
+    for name in ("GIT_CKPT_SERVER_IDLE", "GIT_CKPT_DAEMON_IDLE"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(var, "1")
     ok(repo, "daemon", "start")
     first = status(repo)
@@ -416,6 +429,19 @@ def test_command_detection_and_the_switches() -> None:
     assert daemon_find.command_of(["-C", "x"]) is None
     assert daemon_find.command_of(["-Cx", "trust"]) == "trust"
     assert daemon_find.command_of(["trust", "--list"]) == "trust"
+    # the group's options as click reads them: clustered, last -C wins
+    assert daemon_find.parse_group(["-qC", "x", "trust"]) == ("x", "trust", [])
+    assert daemon_find.parse_group(["-qCx", "list", "-q"]) == ("x", "list", ["-q"])
+    assert daemon_find.parse_group(["-C", "a", "-C", "b", "list"]) == ("b", "list", [])
+    assert daemon_find.parse_group(["--quiet", "-hq"]) == (".", None, [])
+    assert daemon_find.parse_group(["-x", "list"]) is None  # not an option of the group
+    assert daemon_find.refusal(["-qC", ".", "trust"]) is not None
+    assert daemon_find.refusal(["-Z", "list"]) is not None  # unsure: its own process
+    assert daemon_find.refusal(["confirm", "t", "--by-human"]) is not None
+    assert daemon_find.refusal(["confirm", "t", "--restatement", "f"]) is None
+    assert daemon_find.starts_daemon(["-qC", ".", "create", "-t", "t"])
+    for argv in (["list"], ["demo"], ["init"], ["create", "--help"], ["-h"], ["show", "t"]):
+        assert not daemon_find.starts_daemon(argv), argv
     assert daemon_find.enabled({}) is True
     for var in ("GIT_CKPT_SERVER", "GIT_CKPT_DAEMON"):
         for word in ("off", "0", "NO", "false", "never"):
@@ -464,9 +490,11 @@ def test_a_package_in_the_working_directory_is_not_what_the_daemon_runs(
     fake = repo / "git_agentckpt"
     (fake / "cli").mkdir(parents=True)
     trap = f"open({str(marker)!r}, 'w').close()\n"
-    for rel in ("__init__.py", "cli/__init__.py", "cli/server.py"):
+    (fake / "daemon").mkdir()
+    for rel in ("__init__.py", "cli/__init__.py", "daemon/__init__.py", "daemon/server.py"):
         (fake / rel).write_text(trap)
     ok(repo, "init")
+    ok(repo, "task", "start", "t1", "--goal", "g")
     found = running_status(repo)
     assert found["package"] == daemon_find.package_dir()
     ok(repo, "list")

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +40,11 @@ from daemon_helpers import (
     wait_for,
 )
 
-from git_agentckpt.cli import daemon_find, daemon_peer, launch
+from git_agentckpt.daemon import client as launch
+from git_agentckpt.daemon import find as daemon_find
+from git_agentckpt.daemon import peer as daemon_peer
+
+pytestmark = pytest.mark.mode("daemon", reason="tests of the daemon: they turn it on themselves")
 
 
 @pytest.fixture
@@ -84,8 +89,8 @@ def test_discovery_finds_the_per_worktree_git_dir_without_pygit2(repo: Path) -> 
 def test_each_worktree_has_its_own_daemon(repo: Path, served: None, tmp_path: Path) -> None:
     wt = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", str(wt))
-    ok(repo, "list")
-    ok(wt, "list")
+    ok(repo, "daemon", "start")
+    ok(wt, "daemon", "start")
     main, linked = running_status(repo), running_status(wt)
     assert main["pid"] != linked["pid"]
     assert linked["worktree"] == os.path.realpath(wt)
@@ -106,6 +111,7 @@ def test_a_path_longer_than_a_socket_address_is_served(served: None, tmp_path: P
     sock = deep / ".git" / "agent" / "daemon.sock"
     assert len(os.fsencode(os.path.realpath(sock))) > daemon_find.SUN_PATH_MAX
     ok(deep, "init")
+    ok(deep, "daemon", "start")
     assert running_status(deep)["socket"] == os.path.realpath(sock)
     ok(deep, "list")
     assert status(deep)["served"] == 1
@@ -133,12 +139,13 @@ def test_a_stale_daemon_is_refused_and_replaced(repo: Path, served: None, tmp_pa
 # -- what the daemon refuses -----------------------------------------------------------------
 
 
-def _raw_run(repo: Path, argv: list[str]) -> tuple[str, bytes] | None:
+def _raw_run(repo: Path, argv: list[str], cwd: str | None = None) -> tuple[str, bytes] | None:
     """Send a `run` request as a (modified) client would: the daemon's first answer."""
     sock = launch.connect(str(repo / ".git"), 10.0)
     try:
         env = [f"{k}={v}" for k, v in os.environ.items()]
-        fields = ["run", daemon_find.PROTOCOL, daemon_find.fingerprint(), os.getcwd(), "18"]
+        where = cwd or os.getcwd()
+        fields = ["run", daemon_find.PROTOCOL, daemon_find.fingerprint(), where, "18"]
         launch.send_request(sock, [*fields, str(len(argv) + 1), GIT_CKPT, *argv, *env])
         return launch.Replies(sock).next(30.0)
     finally:
@@ -150,19 +157,25 @@ def test_terminal_commands_are_refused_by_the_daemon_itself(task_repo: Path) -> 
     run `trust` or a person's confirmation on a terminal it controls."""
     before = status(task_repo)["served"]
     cases = {
-        ("trust",): "`trust` needs a person or the terminal",
-        ("-C", ".", "trust", "--list"): "`trust` needs a person or the terminal",
-        ("confirm", "t1", "--by-human"): "`confirm` needs a person or the terminal",
+        ("trust",): "`trust` needs a person at the terminal",
+        ("-C", ".", "trust", "--list"): "`trust` needs a person at the terminal",
+        # click's combined short flags, which a second parser missed (issue 24)
+        ("-qC", ".", "trust"): "`trust` needs a person at the terminal",
+        ("-qC.", "trust"): "`trust` needs a person at the terminal",
+        ("-qC", ".", "confirm", "t1", "--by-human"): "`confirm --by-human` needs a person",
+        ("confirm", "--by-human", "t1"): "`confirm --by-human` needs a person",
         ("check", "t1", "--rebaseline"): "`check --rebaseline` needs a person",
-        ("fetch", "origin"): "`fetch` needs a person or the terminal",
-        ("push", "origin"): "`push` needs a person or the terminal",
-        ("daemon", "stop"): "`daemon` needs a person or the terminal",
+        ("fetch", "origin"): "`fetch` may have git ask for credentials",
+        ("push", "origin"): "`push` may have git ask for credentials",
+        ("daemon", "stop"): "`daemon` manages the daemon itself",
+        ("-C", "/", "list"): "the call is for another repository than this daemon's",
     }
     for argv, why in cases.items():
         reply = _raw_run(task_repo, list(argv))
         assert reply is not None and reply[0] == "R", argv
         assert reply[1].decode().startswith(f"not served: {why}"), reply
-    assert _raw_run(task_repo, ["list"]) == ("A", b"")  # then it waits for "G": never sent
+    # then it waits for "G": never sent
+    assert _raw_run(task_repo, ["-C", str(task_repo), "list"]) == ("A", b"")
     after = status(task_repo)
     assert after["served"] == before
     assert sum(after["refused"].values()) == len(cases)
@@ -170,7 +183,66 @@ def test_terminal_commands_are_refused_by_the_daemon_itself(task_repo: Path) -> 
     assert status(task_repo)["served"] == before + 1
 
 
+def test_combined_short_flags_never_take_a_person_s_command_to_the_daemon(
+    task_repo: Path,
+) -> None:
+    """Through the real entry point: `-qC .` and friends are read as click reads them, by
+    the client and again by the daemon (issue 24: a second parser let them through)."""
+    before = status(task_repo)["served"]
+    assert "nothing to approve" in ok(task_repo, "-qC", ".", "trust")
+    assert "nothing to approve" in ok(task_repo, "-qC.", "trust")
+    proc = run(task_repo, "-qC", ".", "confirm", "t1", "--by-human")
+    assert proc.returncode != 0 and "terminal" in proc.stderr, proc.stderr  # not one here
+    assert status(task_repo)["served"] == before
+    ok(task_repo, "-qC", ".", "list")  # a plain call with the same flags is served
+    assert status(task_repo)["served"] == before + 1
+
+
 # -- who is served ---------------------------------------------------------------------------
+
+
+def test_a_request_for_another_working_directory_is_refused(task_repo: Path) -> None:
+    """The request names a working directory: it must be the caller's own, or the call
+    would run somewhere its caller is not (a path the caller may not even reach)."""
+    elsewhere = "/" if os.getcwd() != "/" else "/tmp"
+    reply = _raw_run(task_repo, ["-C", str(task_repo), "list"], cwd=elsewhere)
+    assert reply == ("R", b"not served: working directory differs from the caller's own")
+    assert _raw_run(task_repo, ["-C", str(task_repo), "list"]) == ("A", b"")
+
+
+def test_the_peer_check_refuses_another_user() -> None:
+    """`peer.refusal` itself, for a caller of another uid (the daemon's accept drops such
+    a caller before, `test_another_user_is_never_served`: each check is tested alone)."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    open_dir = tempfile.mkdtemp()  # under /tmp: a path another user can reach
+    os.chmod(open_dir, 0o755)
+    path = os.path.join(open_dir, "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o777)
+    listener.listen(1)
+    listener.settimeout(30)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            sock.recv(1)
+        finally:
+            os._exit(0)
+    try:
+        conn, _ = listener.accept()
+        try:
+            assert daemon_peer.refusal(conn, os.getcwd()) == "another user"
+        finally:
+            conn.close()
+    finally:
+        listener.close()
+        os.waitpid(pid, 0)
+        shutil.rmtree(open_dir)
 
 
 def test_the_same_process_has_the_same_identity_and_a_lower_limit_differs() -> None:
@@ -400,7 +472,7 @@ def test_umask_and_working_directory_are_the_callers(repo: Path, served: None) -
 
 HOOKED_DAEMON = """
 import os, sys
-from git_agentckpt.cli import daemon_find, launch, server
+from git_agentckpt.daemon import find as daemon_find, server
 
 log, git_dir, worktree = sys.argv[1:]
 
@@ -415,7 +487,7 @@ def attach(daemon):
         daemon.remove_reader(r)
     daemon.add_reader(r, readable)
     os.write(w, b"ready")
-    daemon.before_fork.append(lambda: note("before_fork " + daemon.worktree))
+    daemon.services["echo"] = lambda fields: (b"E", " ".join(fields).encode())
     daemon.in_child.append(lambda: note(f"in_child {server.current.git_dir} {os.getpid()}"))
     slices = []
     def walk():
@@ -432,24 +504,21 @@ sys.exit(server.main([daemon_find.fingerprint(), git_dir, worktree]))
 """
 
 
-def run_hooked_daemon(repo: Path, log_file: Path, spare: bool) -> list[str]:
+def run_hooked_daemon(repo: Path, log_file: Path) -> list[str]:
     """Run HOOKED_DAEMON, one `list` through it; the lines its plug-in wrote."""
     real = os.path.realpath(repo)
-    env = dict(os.environ, GIT_CKPT_DAEMON_SPARE="on" if spare else "off")
     daemon = subprocess.Popen(
         [sys.executable, "-c", HOOKED_DAEMON, str(log_file), f"{real}/.git", real],
         stdin=subprocess.DEVNULL,
-        env=env,
     )
     try:
         running_status(repo)
         # idle slices run between calls, interleaved with the work-tree watcher's walk
         wait_for(lambda: status(repo)["plugin"] == {"slices": 3}, "the plug-in's idle slices")
-        if spare:
-            wait_for(lambda: status(repo)["spare"]["pid"], "the spare child")
         ok(repo, "list")
         assert status(repo)["served"] == 1
-        assert status(repo)["spare"]["used"] == (1 if spare else 0)
+        echoed = launch.ask(f"{real}/.git", ["echo", daemon_find.PROTOCOL, "*", "a", "b"], 10)
+        assert echoed == ("E", b"a b")
     finally:
         launch.control(f"{real}/.git", "stop")
         daemon.wait(timeout=30)
@@ -458,30 +527,13 @@ def run_hooked_daemon(repo: Path, log_file: Path, spare: bool) -> list[str]:
     return lines[2:]
 
 
-def test_plug_ins_get_a_reader_and_fork_hooks(repo: Path, served: None, tmp_path: Path) -> None:
-    real = os.path.realpath(repo)
-    lines = run_hooked_daemon(repo, tmp_path / "hooks.log", spare=False)
-    assert lines[0] == f"before_fork {real}"
-    assert lines[1].startswith(f"in_child {real}/.git ")
-    assert lines[2:] == ["at_exit"]
-
-
-def test_the_spare_runs_in_child_hooks_ahead_and_before_fork_at_the_call(
+def test_plug_ins_get_a_reader_a_service_and_child_hooks(
     repo: Path, served: None, tmp_path: Path
 ) -> None:
-    """With the spare child (`daemon_spare.py`), `in_child` runs in the spare when it is
-    forked, ahead of the call; `before_fork` still runs when the call arrives; a new
-    spare is forked after the call, and the last is ended when the daemon stops."""
     real = os.path.realpath(repo)
-    lines = run_hooked_daemon(repo, tmp_path / "hooks.log", spare=True)
+    lines = run_hooked_daemon(repo, tmp_path / "hooks.log")
     assert lines[0].startswith(f"in_child {real}/.git ")
-    assert lines[1] == f"before_fork {real}"
-    assert lines[-1] == "at_exit"
-    later = lines[2:-1]
-    assert all(line.startswith(f"in_child {real}/.git ") for line in later)
-    pids = [int(line.rsplit(" ", 1)[1]) for line in [lines[0], *later]]
-    assert len(set(pids)) == len(pids)  # one spare per call, never reused
-    assert all(gone(pid) for pid in pids)
+    assert lines[1:] == ["at_exit"]
 
 
 def test_the_launcher_imports_stay_light() -> None:

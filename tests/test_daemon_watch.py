@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_helpers import ok, running_status, serving, status, watch_log, watching
+from daemon_helpers import ok, serving, status, watch_log, watching
 from test_private_index import checkpoint_tree, listing, plumbing_tree
+
+pytestmark = pytest.mark.mode("daemon", reason="tests of the daemon: they turn it on themselves")
 
 
 @pytest.fixture
@@ -17,7 +19,8 @@ def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 
 
 def test_checkpoints_through_the_daemon_look_only_at_changes(repo: Path, served: None) -> None:
-    ok(repo, "init")  # starts the daemon in the background
+    ok(repo, "init")
+    ok(repo, "daemon", "start")
     watching(repo)
     ok(repo, "task", "start", "t", "--goal", "watched")
     ok(repo, "create", "-t", "t", "-m", "first: a full scan")
@@ -39,7 +42,7 @@ def test_watch_off_scans_every_time(
 ) -> None:
     monkeypatch.setenv("GIT_CKPT_WATCH", "off")
     ok(repo, "init")
-    running_status(repo)
+    ok(repo, "daemon", "start")
     ok(repo, "task", "start", "t", "--goal", "not watched")
     (repo / "src" / "app.py").write_text("print('changed')\n")
     ok(repo, "create", "-t", "t")

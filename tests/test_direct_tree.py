@@ -9,13 +9,20 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import git
 from helpers import write
 from test_private_index import checkpoint_tree, listing
 from test_watcher import full_scans, snapshot_equals_full_scan, watched_repo
 
-from git_agentckpt.git import watcher
+from git_agentckpt.daemon.barrier import InProcess
+from git_agentckpt.git import watch_view
 from git_agentckpt.git.repo import GitRepo
+
+pytestmark = pytest.mark.mode(
+    "inline",
+    reason="the watcher runs in this process, as in a daemon child",
+)
 
 
 def _agent(root: Path) -> str:
@@ -59,7 +66,7 @@ def test_plain_edits_leave_the_private_index_alone() -> None:
         _edit_plainly(root)
         snapshot_equals_full_scan(root, "plain edits")
         assert _index_stat(root) == before, "git wrote the private index"
-        stamp = watcher.read_stamp(_agent(root))
+        stamp = watch_view.read_stamp(_agent(root))
         assert stamp is not None and stamp.tree == checkpoint_tree(root)
         assert set(stamp.behind) == {"a.py", "brand/new.py", "link", "d/c.py", "d/f/g.py"}
         assert full_scans(root) == 1
@@ -81,7 +88,7 @@ def test_git_s_path_first_brings_the_index_up_to_the_last_tree() -> None:
         git(sub, "add", "-A")
         git(sub, "commit", "-q", "-m", "s")
         snapshot_equals_full_scan(root, "nested")
-        stamp = watcher.read_stamp(_agent(root))
+        stamp = watch_view.read_stamp(_agent(root))
         assert stamp is not None and stamp.behind == ()
         assert _private_index(root) == _tree(root, checkpoint_tree(root))
         assert full_scans(root) == 1
@@ -95,7 +102,7 @@ def test_outside_the_daemon_a_lagging_index_gives_the_right_answers() -> None:
         _edit_plainly(root)
         snapshot_equals_full_scan(root, "plain edits")
         last = checkpoint_tree(root)
-        watcher.activate(None)
+        watch_view.activate(None)
         repo = GitRepo.discover(str(root))
         assert compare.compare_worktree(repo, last, []) == ([], last)
         assert _private_index(root) == _tree(root, last)  # caught up on the way
@@ -103,7 +110,7 @@ def test_outside_the_daemon_a_lagging_index_gives_the_right_answers() -> None:
         changes, _ = compare.compare_worktree(repo, last, [])
         assert [(c.status, c.path) for c in changes] == [("M", "a.py")]
         snapshot_equals_full_scan(root, "outside the daemon")
-        watcher.activate(live)
+        watch_view.activate(InProcess(live))
         write(root / "b.txt", "b\n")
         snapshot_equals_full_scan(root, "back in the daemon")
 
@@ -114,7 +121,7 @@ def test_a_converting_attribute_is_applied_as_git_add_applies_it() -> None:
         snapshot_equals_full_scan(root, "first")
         (root / "w.dat").write_bytes(b"one\r\ntwo\r\n")
         snapshot_equals_full_scan(root, "CRLF normalized")
-        stamp = watcher.read_stamp(_agent(root))
+        stamp = watch_view.read_stamp(_agent(root))
         assert stamp is not None and "w.dat" in stamp.behind  # written directly
         blob = GitRepo.discover(str(root)).tree_entry(stamp.tree, "w.dat")
         assert blob is not None
@@ -125,10 +132,10 @@ def test_a_crash_before_the_stamp_loses_nothing() -> None:
     """The stamp is written last: a snapshot that died before it is done again."""
     with watched_repo() as (root, _, _):
         snapshot_equals_full_scan(root, "first")
-        stamp = watcher.read_stamp(_agent(root))
+        stamp = watch_view.read_stamp(_agent(root))
         write(root / "a.py", "edited\n")
         snapshot_equals_full_scan(root, "edited")
         assert stamp is not None
-        watcher.write_stamp(_agent(root), stamp)  # as if the last one never finished
+        watch_view.write_stamp(_agent(root), stamp)  # as if the last one never finished
         write(root / "b.txt", "b\n")
         snapshot_equals_full_scan(root, "after the lost stamp")

@@ -118,6 +118,7 @@ def test_restarting_a_step_reopened_by_a_checkpoint_is_no_drift(task: Checkpoint
     ck = task
     ck.step_start("t", "s1")
     ck.step_done("t", "s1")
+
     # what a resume does: a checkpoint whose note sets the step back to pending
     def reopen(state: dict[str, Any]) -> dict[str, Any]:
         state["steps"][0]["status"] = "pending"

@@ -193,9 +193,7 @@ def test_a_secret_in_a_tool_result_never_reaches_the_store(task: Path, tmp_path:
     assert b"[REDACTED:" in every_object and secret[:20].encode() not in every_object
 
 
-def test_a_secret_where_a_long_output_is_cut_is_redacted_whole(
-    task: Path, tmp_path: Path
-) -> None:
+def test_a_secret_where_a_long_output_is_cut_is_redacted_whole(task: Path, tmp_path: Path) -> None:
     """A long output keeps its head and tail: a secret across the cut is redacted first."""
     secret = token()
     text = "x" * 3049 + " " + secret + " " + "y" * 200_000  # the cut: at 3072
@@ -271,9 +269,7 @@ def test_malformed_lines_are_skipped_with_a_warning(task: Path, tmp_path: Path) 
         ("claude-code", CODEX, "is a Codex rollout, not a Claude Code transcript"),
     ],
 )
-def test_the_other_agents_file_is_refused(
-    task: Path, agent: str, path: Path, message: str
-) -> None:
+def test_the_other_agents_file_is_refused(task: Path, agent: str, path: Path, message: str) -> None:
     before = git(task, "rev-parse", "refs/agent/events/t")
     result = ckpt(task, "import", agent, str(path), "-t", "t", ok=False)
     assert result.exit_code == 2

@@ -134,9 +134,7 @@ def test_compaction_at_the_end_has_no_tokens_after(task: Path, tmp_path: Path) -
     assert compaction.data["tokens_after"] is None
 
 
-def test_claude_api_error_replies_say_why_the_session_stopped(
-    task: Path, tmp_path: Path
-) -> None:
+def test_claude_api_error_replies_say_why_the_session_stopped(task: Path, tmp_path: Path) -> None:
     def error_line(n: int, text: str, **extra: Any) -> str:
         return json.dumps({
             "type": "assistant", "uuid": f"e{n}", "sessionId": "s", "isApiErrorMessage": True,

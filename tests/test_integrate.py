@@ -270,6 +270,7 @@ def test_user_scope_writes_under_home_only(repo: Path) -> None:
     (home / ".claude").mkdir()
     user_file = home / ".claude" / "settings.json"
     user_file.write_text('{\n\t"theme": "dark"\n}')
+    ckpt(repo, "list")  # a daemon, if the mode has one, and its entry in the user's list
     repo_before, home_before = snapshot(repo), snapshot(home)
     out = ckpt(repo, "integrate", "claude-code", "--user").stdout
     assert "updated   ~/.claude/settings.json (9 hooks added)" in out

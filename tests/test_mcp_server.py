@@ -25,7 +25,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from git_agentckpt.cli import daemon_find, launch
+from git_agentckpt.daemon import client as launch
+from git_agentckpt.daemon import find as daemon_find
 
 CONTRACT = """\
 constraints:
@@ -266,9 +267,7 @@ def served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 def test_the_warm_daemon_never_serves_mcp(repo: Path, served: None) -> None:
     """`mcp` runs in the caller's own process: the client does not ask the daemon, and the
     daemon refuses it when asked."""
-    assert (
-        daemon_find.refusal(["mcp"]) == "`mcp` is a long-running server: it runs in its own process"
-    )
+    assert daemon_find.refusal(["mcp"]) == "`mcp` runs in its own process"
     assert daemon_find.refusal(["-C", ".", "mcp"]) is not None
     ok(repo, "daemon", "start")
     ok(repo, "init")

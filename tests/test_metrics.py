@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 from conftest import git
-from helpers import BIN_DIR, ckpt, ckpt_json, forge_event, real_ckpt, remote_and_clones, write
+from helpers import (
+    BIN_DIR,
+    KILLED,
+    ckpt,
+    ckpt_json,
+    forge_event,
+    real_ckpt,
+    remote_and_clones,
+    write,
+)
 
 import git_agentckpt
 from git_agentckpt.metrics.figures import git_blob_id
@@ -240,7 +249,7 @@ def test_real_interrupted_run(repo: Path) -> None:
         env=env,
         capture_output=True,
     )
-    assert killed.returncode == -9
+    assert killed.returncode in KILLED
     assert ckpt(repo, "resume", "t", ok=False).exit_code == 10  # results.csv: a person decides
     form = resume(repo, "--restore")
     ckpt(repo, "confirm", "t", "--restatement", "-", input=restatement(form, "s1", "s2"))

@@ -18,6 +18,12 @@ import pytest
 from conftest import git
 from helpers import ckpt, ckpt_json, write
 
+pytestmark = pytest.mark.mode(
+    "inline",
+    reason="counts `git add -A` scans: through the daemon a snapshot runs `update-index` on "
+    "the changed paths instead (test_daemon_truth.py checks its trees)",
+)
+
 
 class GitAdds:
     """Counts the `git add` processes run since the last `reset()` (trace2 events)."""

@@ -20,7 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import git_agentckpt
-from git_agentckpt.git import object_batch, packing, watcher
+from git_agentckpt.daemon import watcher
+from git_agentckpt.daemon.barrier import InProcess
+from git_agentckpt.git import object_batch, packing, watch_view
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 
@@ -163,11 +165,11 @@ def watched(repo: Path) -> Iterator[None]:
     live = watcher.TreeWatcher(str(repo), str(repo / ".git" / "agent"))
     live.start()
     live.finish_walk()
-    watcher.activate(live)
+    watch_view.activate(InProcess(live))
     try:
         yield
     finally:
-        watcher.activate(None)
+        watch_view.activate(None)
         live.close()
 
 
@@ -179,14 +181,11 @@ def test_a_checkpoint_through_the_watcher_is_one_pack_and_restores(repo: Path) -
         loose, packs = on_disk(repo)
         for i in range(15):
             write(repo / "many" / f"f{i}.txt", f"version one {i}\n")
-        live = watcher.active_for(str(repo))
-        assert live is not None
-        live.drain()
         made = ck.create(task="t", message="one", light=False)
     now_loose, after = on_disk(repo)
     assert len(after) == len(packs) + 1
     assert now_loose - loose <= 4  # the event commits of this call, written loose
-    log = watcher.read_log(str(repo / ".git" / "agent"), 50)
+    log = watch_view.read_log(str(repo / ".git" / "agent"), 50)
     assert sum("full scan" in line for line in log) == 1  # only the first one
     for i in range(15):
         write(repo / "many" / f"f{i}.txt", "changed\n")
@@ -214,14 +213,16 @@ def test_packs_are_rolled_up(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 KILLED = """
 import sys
 from git_agentckpt.api import Checkpointer
-from git_agentckpt.git import watcher
+from git_agentckpt.daemon import watcher
+from git_agentckpt.daemon.barrier import InProcess
+from git_agentckpt.git import watch_view
 from pathlib import Path
 root = Path(sys.argv[1])
 ck = Checkpointer.open(str(root))
 live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))  # as the daemon
 live.start()
 live.finish_walk()
-watcher.activate(live)
+watch_view.activate(InProcess(live))
 ck.create(task="k", message="the first snapshot scans in full", light=False)
 for n in range(3):
     for i in range(12):
@@ -283,13 +284,15 @@ WATCHED_CREATOR = """
 import sys
 from pathlib import Path
 from git_agentckpt.api import Checkpointer
-from git_agentckpt.git import watcher
+from git_agentckpt.daemon import watcher
+from git_agentckpt.daemon.barrier import InProcess
+from git_agentckpt.git import watch_view
 root = Path(sys.argv[1])
 ck = Checkpointer.open(str(root))
 live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))
 live.start()
 live.finish_walk()
-watcher.activate(live)
+watch_view.activate(InProcess(live))
 for n in range(1000):
     for i in range(12):
         (root / "many").mkdir(exist_ok=True)

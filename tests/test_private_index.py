@@ -219,6 +219,7 @@ def test_a_skipped_secret_that_comes_back_stays_pinned(repo: Path) -> None:
     assert secret.encode() not in objects
 
 
+@pytest.mark.mode("inline", reason="counts calls of a function of this process")
 def test_copied_again_only_when_the_entries_changed(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,6 +68,9 @@ def many_files(repo: Path, n: int, tag: str) -> None:
         write(repo / "data" / f"d{i % 7}" / f"f{i}.txt", f"{tag} {i}\n")
 
 
+@pytest.mark.mode(
+    "inline", reason="the full scan's meter: through the daemon a snapshot reads the changes"
+)
 def test_a_full_checkpoint_counts_the_files_it_takes(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g")
     many_files(repo, 300, "v1")

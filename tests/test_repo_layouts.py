@@ -225,7 +225,7 @@ def test_git_options_run_in_their_own_process(
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
-    ok(a, "list")  # a daemon for A, which the calls below must not use
+    ok(a, "daemon", "start")  # a daemon for A, which the calls below must not use
     assert running_status(a)["served"] == 0
     call("list")
     call("task", "start", "t", "--goal", "g")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt, forge_event, remote_and_clones, walked
+from helpers import ckpt, forge_event, remote_and_clones, settle, walked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,8 +50,6 @@ def cold(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
 def warm(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
     v = view(repo, task)
     return v.state, [s.to_json() for s in v.skipped]
-
-
 
 
 def calls(repo: Path, n: int, task: str = "t") -> None:
@@ -244,6 +242,7 @@ def test_a_cache_that_cannot_be_written_is_skipped(repo: Path) -> None:
     """A git dir the cache cannot be written to (here its directory is a file) reads
     the state from the refs, every time."""
     start(repo)
+    settle(repo)  # the cache files a served call writes after its answer
     agent = repo / ".git" / "agent"
     shutil.rmtree(agent / "state")
     (agent / "state").write_text("not a directory\n")

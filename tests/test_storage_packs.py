@@ -97,7 +97,7 @@ def test_in_the_daemon_packing_runs_after_the_answer(
     next(served)
     try:
         ok(repo, "init")
-        running_status(repo)
+        ok(repo, "daemon", "start")
         ok(repo, "task", "start", "t", "--goal", "packed after the answer")
         git(repo, "config", "ckpt.packObjects", "false")  # gather loose objects first
         for i in range(20):

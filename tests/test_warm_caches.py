@@ -1,5 +1,5 @@
 """The daemon's read-ahead of the cache files (`store/warm_caches.py`,
-`cli/daemon_warm.py`) and the work a served call leaves for after its answer
+`daemon/warm.py`) and the work a served call leaves for after its answer
 (`after_reply.py`: the cache files written after the report, in the same child)."""
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def test_deferred_cache_writes_are_read_back_then_written_once(repo: Path) -> No
 
 
 def test_reported_slots() -> None:
-    from git_agentckpt.cli.daemon_child import ReportedSlots
+    from git_agentckpt.daemon.child import ReportedSlots
 
     slots = ReportedSlots(size=2)
     a, b = slots.take(), slots.take()
@@ -167,6 +167,9 @@ def test_reported_slots() -> None:
     assert slots.reported(a) and not slots.reported(b) and not slots.reported(-1)
     slots.give_back(a)
     assert slots.take() == a and not slots.reported(a)  # cleared for its next child
+
+
+pytestmark = pytest.mark.mode("daemon", reason="tests of the daemon: they turn it on themselves")
 
 
 @pytest.fixture
@@ -181,7 +184,7 @@ def test_a_served_call_writes_its_caches_after_its_answer_and_the_daemon_reads_t
     files (its client has hung up: it is not killed for it), and the daemon reads them
     for its next children."""
     ok(repo, "init")
-    running_status(repo)
+    ok(repo, "daemon", "start")
     ok(repo, "task", "start", "t", "--goal", "served")
     for i in range(3):
         (repo / f"f{i}.txt").write_text(f"{i}\n")

@@ -21,7 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_private_index import checkpoint_tree, listing, plumbing_tree
 
-from git_agentckpt.git import watcher
+from git_agentckpt.daemon import watcher
+from git_agentckpt.daemon.barrier import InProcess
+from git_agentckpt.git import watch_view
+
+pytestmark = pytest.mark.mode(
+    "inline",
+    reason="the watcher runs in this process (test_daemon_truth.py: through the daemon)",
+)
 
 FILES = ("a.py", "b.txt", "d/c.py", "d/e.txt", "d/f/g.py", "x/y.py", "n.log")
 DIRS = ("d", "d/f", "x", "z", "z/w")
@@ -126,11 +133,11 @@ def watched_repo(prefix: str = "watch-") -> Iterator[tuple[Path, Path, watcher.T
         live = watcher.TreeWatcher(str(root), str(root / ".git" / "agent"))
         live.start()
         live.finish_walk()
-        watcher.activate(live)
+        watch_view.activate(InProcess(live))
         try:
             yield root, outside, live
         finally:
-            watcher.activate(None)
+            watch_view.activate(None)
             live.close()
 
 
@@ -193,7 +200,7 @@ def test_the_first_snapshot_scans_in_full_then_only_changes(
     write(root / "brand/new.py", "new\n")
     snapshot_equals_full_scan(root, "second")
     assert full_scans(root) == 1
-    stamp = watcher.read_stamp(str(root / ".git" / "agent"))
+    stamp = watch_view.read_stamp(str(root / ".git" / "agent"))
     assert stamp is not None and stamp.tree == checkpoint_tree(root)
 
 
@@ -235,10 +242,10 @@ def test_a_write_outside_the_daemon_makes_the_next_snapshot_scan(
     stamp no longer describes it, so the next snapshot scans in full."""
     root, _, _ = watched
     snapshot_equals_full_scan(root, "first")
-    watcher.activate(None)
+    watch_view.activate(None)
     write(root / "a.py", "outside the daemon\n")
     ckpt(root, "create", "-t", "t")
-    watcher.activate(watched[2])
+    watch_view.activate(InProcess(watched[2]))
     write(root / "b.txt", "b\n")
     snapshot_equals_full_scan(root, "back in the daemon")
     log = (root / ".git" / "agent" / "watch.log").read_text()
@@ -282,7 +289,7 @@ def test_watch_limit_turns_the_watcher_off(tmp_path: Path) -> None:
 
     live._inotify = Full()
     live.finish_walk()
-    assert live.view() is None
+    assert InProcess(live).view() is None
     assert "max_user_watches" in str(live.status()["reason"])
     assert "watcher off" in (tmp_path / "watch.log").read_text()
 
@@ -305,7 +312,7 @@ def test_network_and_fuse_file_systems_are_not_watched(path: str, kind: str) -> 
 def test_a_watcher_on_a_network_file_system_is_off(tmp_path: Path) -> None:
     live = watcher.TreeWatcher(str(tmp_path), str(tmp_path))
     live.start(mountinfo=f"1 0 0:1 / {tmp_path} rw - nfs server:/x rw\n")
-    assert live.view() is None and "nfs" in str(live.status()["reason"])
+    assert InProcess(live).view() is None and "nfs" in str(live.status()["reason"])
 
 
 def test_a_tracked_secret_edited_under_the_watcher_never_reaches_the_store(
@@ -325,7 +332,7 @@ def test_a_tracked_secret_edited_under_the_watcher_never_reaches_the_store(
     head_blob = git(root, "rev-parse", "HEAD:.env")
     assert f"{head_blob}\t.env" in "\n".join(listing(root, incremental))
     assert "d/new.py" in "\n".join(listing(root, incremental))
-    watcher.activate(None)  # the same snapshot by a full scan
+    watch_view.activate(None)  # the same snapshot by a full scan
     (root / ".git" / "agent" / "index").unlink()
     ckpt(root, "create", "-t", "t")
     assert checkpoint_tree(root) == incremental
@@ -356,7 +363,7 @@ def test_property_verification_by_snapshot_equals_git_status(long_run: bool) -> 
             for action in actions:
                 apply(root, outside, action)
             by_tree, _ = worktree.compare_worktree(repo, expected, [])
-            watcher.activate(None)
+            watch_view.activate(None)
             by_status, _ = worktree.compare_worktree(repo, expected, [])
             assert [(c.status, c.path) for c in by_tree] == [
                 (c.status, c.path) for c in by_status
@@ -380,7 +387,7 @@ def test_a_private_index_whose_shared_part_went_is_rebuilt(
     shared = [p for p in (root / ".git").iterdir() if p.name.startswith("sharedindex.")]
     assert shared, "the daemon's private index is split"
     assert (root / ".git" / "agent" / shared[0].name).is_symlink()
-    watcher.activate(None)
+    watch_view.activate(None)
     for path in shared:
         path.unlink()
     repo = GitRepo.discover(str(root))
@@ -396,6 +403,4 @@ def test_a_link_that_became_a_directory_below_a_removed_one_is_no_full_scan() ->
     and `d/f/g.py` written. The watcher names `d`; `d/f` is a directory now, which
     `update-index --remove` refused ("is a directory"), so the snapshot fell back to a
     full scan. It is removed by name first, as a file that became a directory is."""
-    checkpoint_after_each(
-        [[("dirlink", "d/f", "d")], [("rmdir", "d"), ("write", "d/f/g.py", "1")]]
-    )
+    checkpoint_after_each([[("dirlink", "d/f", "d")], [("rmdir", "d"), ("write", "d/f/g.py", "1")]])

@@ -202,7 +202,9 @@ def plain_git_restore(repo: Path) -> str | None:
     """The baseline's restart: the last checkpoint's files written back by git itself."""
     tip = subprocess.run(
         ["git", "rev-parse", "-q", "--verify", f"refs/agent/checkpoints/{itask.TASK}"],
-        cwd=repo, capture_output=True, text=True,
+        cwd=repo,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     if not tip:
         return None
@@ -238,8 +240,16 @@ class Outcome:
 
 
 def run_one(
-    root: Path, template: Path, reference: dict[str, str], seed: int, driver: str,
-    variant: str, plan: list[dict[str, Any]], skim: float, binary: str, n_steps: int,
+    root: Path,
+    template: Path,
+    reference: dict[str, str],
+    seed: int,
+    driver: str,
+    variant: str,
+    plan: list[dict[str, Any]],
+    skim: float,
+    binary: str,
+    n_steps: int,
     fresh: float,
 ) -> Outcome:
     started = time.monotonic()
@@ -255,18 +265,29 @@ def run_one(
             if reason != "start" and not VARIANTS[variant]["verify"]:
                 plain_git_restore(repo)
             spec = {
-                "repo": str(repo), "ctx": str(work / "ctx.json"),
-                "trace": str(work / "trace.jsonl"), "fired": str(work / "fired.json"),
-                "driver": driver, "variant": VARIANTS[variant], "reason": reason,
-                "session": session, "plan": plan, "skim": skim, "seed": seed,
-                "git_ckpt": binary, "steps": n_steps,
+                "repo": str(repo),
+                "ctx": str(work / "ctx.json"),
+                "trace": str(work / "trace.jsonl"),
+                "fired": str(work / "fired.json"),
+                "driver": driver,
+                "variant": VARIANTS[variant],
+                "reason": reason,
+                "session": session,
+                "plan": plan,
+                "skim": skim,
+                "seed": seed,
+                "git_ckpt": binary,
+                "steps": n_steps,
                 "fresh": reason != "start"
                 and random.Random(f"{seed}/fresh/{session}").random() < fresh,
             }
             (work / "spec.json").write_text(json.dumps(spec))
             proc = subprocess.Popen(
                 [sys.executable, str(HERE / "iagent.py"), str(work / "spec.json")],
-                cwd=repo, stdout=subprocess.PIPE, text=True, start_new_session=True,
+                cwd=repo,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
             )
             assert proc.stdout is not None
             said = proc.stdout.readline().strip()
@@ -293,9 +314,11 @@ def score(
     out: Outcome, work: Path, repo: Path, reference: dict[str, str], binary: str, n_steps: int
 ) -> None:
     trace_file = work / "trace.jsonl"
-    trace = [json.loads(line) for line in trace_file.read_text().splitlines()] if (
-        trace_file.exists()
-    ) else []
+    trace = (
+        [json.loads(line) for line in trace_file.read_text().splitlines()]
+        if (trace_file.exists())
+        else []
+    )
     final = itask.tree_digest(repo)
     out.differing = sorted(
         p for p in set(final) | set(reference) if final.get(p) != reference.get(p)
@@ -319,7 +342,10 @@ def score(
     )
     out.confirmed_by_harness = sum(1 for t in confirms if t["by"] == "harness" and t["passed"])
     got = subprocess.run(
-        [binary, "metrics", itask.TASK, "--json"], cwd=repo, capture_output=True, text=True,
+        [binary, "metrics", itask.TASK, "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
         env={**os.environ, "GIT_CKPT_SERVER": "off"},
     )
     if got.returncode == 0:
@@ -370,9 +396,11 @@ def summarise(outcomes: list[Outcome]) -> list[dict[str, Any]]:
                 "confirmed_by_harness": sum(o.confirmed_by_harness for o in group),
                 "seconds": mean([o.seconds for o in group]),
                 "metrics_ratio": mean([float(m["ratio"] or 0) for m in metrics])
-                if metrics else None,
+                if metrics
+                else None,
                 "metrics_violations_after": mean([float(m["violations_after"]) for m in metrics])
-                if metrics else None,
+                if metrics
+                else None,
             }
         )
     return rows
@@ -391,11 +419,14 @@ def print_report(rows: list[dict[str, Any]], seeds: int, n_steps: int) -> None:
         confirmed = (
             f"{r['confirmed']}/{r['resumes']} ({r['confirmed_first_try']} first try)"
             if r["resumes"] and not r["confirmed_by_harness"]
-            else f"harness {r['confirmed_by_harness']}/{r['resumes']}" if r["resumes"] else "n/a"
+            else f"harness {r['confirmed_by_harness']}/{r['resumes']}"
+            if r["resumes"]
+            else "n/a"
         )
         metrics = (
             f"{r['metrics_ratio']:.3f}, {r['metrics_violations_after']:.2f}"
-            if r["metrics_ratio"] is not None else "n/a"
+            if r["metrics_ratio"] is not None
+            else "n/a"
         )
         print(
             f"| {r['driver']} | {r['variant']} | {r['runs']} | {r['finished']}/{r['runs']} "
@@ -413,9 +444,13 @@ def plot(outcomes: list[Outcome], path: Path, max_k: int) -> str:
     except ImportError:
         return "plot skipped: matplotlib is not installed (pip install -e '.[bench]')"
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.1), dpi=80)
-    styles = {"full": ("tab:green", "o"), "no-confirm": ("tab:olive", "v"),
-              "no-brief": ("tab:purple", "s"), "brief-only": ("tab:orange", "^"),
-              "baseline": ("tab:red", "x")}
+    styles = {
+        "full": ("tab:green", "o"),
+        "no-confirm": ("tab:olive", "v"),
+        "no-brief": ("tab:purple", "s"),
+        "brief-only": ("tab:orange", "^"),
+        "baseline": ("tab:red", "x"),
+    }
     ks = list(range(1, max_k + 1))
     panels = (
         ("ratio", "redone work: step executions / steps"),
@@ -432,10 +467,13 @@ def plot(outcomes: list[Outcome], path: Path, max_k: int) -> str:
             xs = [k for k in ks if any(o.interruptions == k for o in group)]
             for ax, (key, _title) in zip(axes, panels, strict=True):
                 ys = [
-                    mean([
-                        float(not o.tree_equal) if key == "wrong" else float(getattr(o, key))
-                        for o in group if o.interruptions == k
-                    ])
+                    mean(
+                        [
+                            float(not o.tree_equal) if key == "wrong" else float(getattr(o, key))
+                            for o in group
+                            if o.interruptions == k
+                        ]
+                    )
                     for k in xs
                 ]
                 ax.plot(xs, ys, line, color=color, marker=marker, label=label, alpha=0.85)
@@ -463,17 +501,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--drivers", default="cli,claude-code")
     parser.add_argument("--max-interruptions", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=len(itask.STEPS),
-                        help="run only the first N steps of the task (the smoke test: 3)")
-    parser.add_argument("--skim", type=float, default=0.1,
-                        help="chance the agent skims over one constraint of a brief")
-    parser.add_argument("--fresh", type=float, default=0.5,
-                        help="chance a restarted session cannot continue its transcript")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=len(itask.STEPS),
+        help="run only the first N steps of the task (the smoke test: 3)",
+    )
+    parser.add_argument(
+        "--skim",
+        type=float,
+        default=0.1,
+        help="chance the agent skims over one constraint of a brief",
+    )
+    parser.add_argument(
+        "--fresh",
+        type=float,
+        default=0.5,
+        help="chance a restarted session cannot continue its transcript",
+    )
     parser.add_argument("--out", default=str(HERE), help="where the PNG and JSON go")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
-    parser.add_argument("--replot", metavar="RESULTS_JSON",
-                        help="only print the table and draw the plot of an earlier run")
+    parser.add_argument(
+        "--replot",
+        metavar="RESULTS_JSON",
+        help="only print the table and draw the plot of an earlier run",
+    )
     args = parser.parse_args(argv)
     if args.replot:
         saved = json.loads(Path(args.replot).read_text())
@@ -502,8 +555,19 @@ def main(argv: list[str] | None = None) -> int:
                 for variant in variants:
                     if driver == "claude-code" and variant not in HOOK_VARIANTS:
                         continue
-                    o = run_one(root, template, reference, seed, driver, variant, plan,
-                                args.skim, binary, args.steps, args.fresh)
+                    o = run_one(
+                        root,
+                        template,
+                        reference,
+                        seed,
+                        driver,
+                        variant,
+                        plan,
+                        args.skim,
+                        binary,
+                        args.steps,
+                        args.fresh,
+                    )
                     outcomes.append(o)
                     print(
                         f"seed {seed} {driver:11} {variant:10} k={o.interruptions} "
@@ -533,8 +597,8 @@ def main(argv: list[str] | None = None) -> int:
         "fresh": args.fresh,
     }
     (out / "results.json").write_text(
-        json.dumps({"meta": meta, "summary": rows, "runs": [asdict(o) for o in outcomes]},
-                   indent=1) + "\n"
+        json.dumps({"meta": meta, "summary": rows, "runs": [asdict(o) for o in outcomes]}, indent=1)
+        + "\n"
     )
     print(f"\n{meta['machine']}; {meta['date']}; {meta['seconds']} s; load {meta['load']}")
     if not args.no_plot:

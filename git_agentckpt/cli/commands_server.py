@@ -1,8 +1,8 @@
-"""`git ckpt daemon start|stop|status`: this work tree's daemon (`server` is a hidden alias).
+"""`git ckpt daemon start|stop|status|list`: the daemons (`server` is a hidden alias).
 
-The daemon itself is `cli/server.py`; `cli/launch.py` starts it on the first
-call in a work tree and hands it later calls. These commands always run in the
-calling process (never through the daemon they manage; the daemon refuses
+The daemon itself is `daemon/server.py`; `cli/launch.py` starts it on the first
+call that writes a task's trail in a work tree and hands it later calls. These
+commands always run in the calling process (never through the daemon they manage; the daemon refuses
 them too). The work tree is found the way `git-ckpt` finds it
 (`daemon_find.discover`), so these commands talk to the daemon calls would use.
 """
@@ -16,9 +16,10 @@ from typing import Any
 
 import click
 
-from git_agentckpt.cli import daemon_find, launch
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
+from git_agentckpt.daemon import client, registry
+from git_agentckpt.daemon import find as daemon_find
 from git_agentckpt.errors import OperationFailed, UsageError
 
 WAIT_SECONDS = 15.0
@@ -50,7 +51,7 @@ def _where() -> tuple[str, str]:
 
 
 def daemon_status(git_dir: str) -> dict[str, Any] | None:
-    reply = launch.control(git_dir, "status")
+    reply = client.control(git_dir, "status")
     if reply is None or reply[0] != "S":
         return None
     status: dict[str, Any] = json.loads(reply[1])
@@ -58,18 +59,19 @@ def daemon_status(git_dir: str) -> dict[str, Any] | None:
 
 
 def _gone(pid: int) -> bool:
-    return not launch.alive(pid)
+    return not client.alive(pid)
 
 
 @cli.group()
 def daemon() -> None:
     """This work tree's daemon: imports done once, one forked child per call (Linux).
 
-    The first `git ckpt` call in a work tree starts it in the background; later
-    calls from the same user, namespaces, cgroup, limits and privileges are
-    handed to it and skip Python's start-up (others run in their own process).
-    It exits after GIT_CKPT_DAEMON_IDLE seconds (900) without a call.
-    GIT_CKPT_DAEMON=off runs every call in its own process.
+    The first call that writes a task's trail in a work tree starts it in the
+    background; later calls from the same user, namespaces, cgroup, limits and
+    privileges are handed to it and skip Python's start-up (others run in their
+    own process). It exits after GIT_CKPT_DAEMON_IDLE seconds (300) without a
+    call; beyond GIT_CKPT_DAEMON_MAX daemons of this user (4), the least recently
+    used one exits. GIT_CKPT_DAEMON=off runs every call in its own process.
     """
 
 
@@ -115,7 +117,7 @@ def daemon_start() -> None:
         click.echo(f"already running: pid {status['pid']}")
         return
     fp = daemon_find.fingerprint()
-    if launch.spawn_daemon(fp, worktree, git_dir) is None:
+    if client.spawn_daemon(fp, worktree, git_dir) is None:
         raise OperationFailed("could not start the daemon", hint="run with GIT_CKPT_DAEMON=off")
     deadline = time.monotonic() + WAIT_SECONDS
     while (status := daemon_status(git_dir)) is None or status["fingerprint"] != fp:
@@ -131,14 +133,11 @@ def daemon_start() -> None:
         click.echo(f"note: {off} here, so calls from this shell will not use it")
 
 
-@daemon.command(name="stop")
-def daemon_stop() -> None:
-    """Stop this work tree's daemon; calls it is running finish first."""
-    _worktree, git_dir = _where()
+def _stop(git_dir: str) -> int | None:
+    """Ask the daemon of `git_dir` to stop and wait until it has: its pid, None if none ran."""
     status = daemon_status(git_dir)
-    if status is None or launch.control(git_dir, "stop") is None:
-        click.echo("no daemon running")
-        return
+    if status is None or client.control(git_dir, "stop") is None:
+        return None
     deadline = time.monotonic() + WAIT_SECONDS
     while not _gone(status["pid"]):
         if time.monotonic() > deadline:
@@ -147,7 +146,68 @@ def daemon_stop() -> None:
                 hint="it exits when they end; `git ckpt daemon status` shows them",
             )
         time.sleep(0.05)
-    click.echo(f"stopped: pid {status['pid']}")
+    return int(status["pid"])
+
+
+@daemon.command(name="stop")
+@click.option("--all", "every", is_flag=True, help="Stop every daemon of this user.")
+def daemon_stop(every: bool) -> None:
+    """Stop this work tree's daemon (or all of them); calls running finish first."""
+    if every:
+        stopped = [pid for e in registry.entries() if (pid := _stop(e.git_dir)) is not None]
+        click.echo(f"stopped {len(stopped)} daemon(s)" + "".join(f" {p}" for p in stopped))
+        return
+    _worktree, git_dir = _where()
+    pid = _stop(git_dir)
+    click.echo("no daemon running" if pid is None else f"stopped: pid {pid}")
+
+
+def _memory_kb(pid: int) -> int | None:
+    """Resident memory of `pid` (VmRSS), in KiB."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@daemon.command(name="list")
+@json_option
+def daemon_list(as_json: bool) -> None:
+    """List every daemon of this user: work tree, pid, age, memory, calls served."""
+    rows = []
+    now = time.time()
+    for entry in registry.entries():
+        status = daemon_status(entry.git_dir) or {}
+        rows.append(
+            {
+                "pid": entry.pid,
+                "worktree": entry.worktree,
+                "git_dir": entry.git_dir,
+                "age_seconds": round(now - entry.started, 1),
+                "idle_seconds": round(now - entry.last_used, 1),
+                "rss_kb": _memory_kb(entry.pid),
+                "served": status.get("served"),
+                "running": len(status.get("calls", [])),
+            }
+        )
+    if as_json:
+        emit_json({"cap": registry.cap(), "daemons": rows})
+        return
+    if not rows:
+        click.echo("no daemon running")
+        return
+    for row in rows:
+        kb = row["rss_kb"]
+        rss = f"{kb / 1024:.0f} MB" if isinstance(kb, int) else "?"
+        click.echo(
+            f"{row['pid']:>7}  {row['age_seconds']:>6.0f}s old  idle {row['idle_seconds']:>5.0f}s  "
+            f"{rss:>6}  {row['served'] or 0:>5} calls  {row['worktree']}"
+        )
+    click.echo(f"{len(rows)} of at most {registry.cap()} ({registry.MAX_VAR})")
 
 
 server = click.Group(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import direct_tree, watcher
+from git_agentckpt.git import direct_tree, watch_view
 from git_agentckpt.git.convert import hash_worktree_files
 from git_agentckpt.git.repo import Change, GitRepo
 from git_agentckpt.git.run import run_git
@@ -42,7 +42,7 @@ def compare_worktree(
     with `snapshot_tree` if it needs the tree.
     """
     with translated("cannot compare the working tree", repo.git_dir):
-        if watcher.active_for(repo.workdir) is not None:
+        if watch_view.active_for(repo.workdir) is not None:
             return _compare_by_snapshot(repo, expected_tree, secret_paths)
         try:
             return _compare_worktree(repo, expected_tree, secret_paths)

@@ -11,7 +11,7 @@ convert it, `convert.checkin_converts`; else written here as is), and only the
 trees on the way to the changed paths are written again.
 
 The private index is then *behind* the stamp's tree at those paths. The stamp
-lists them (`watcher.Stamp.behind`), and the next snapshot that needs git (below,
+lists them (`watch_view.Stamp.behind`), and the next snapshot that needs git (below,
 or a full scan, in the daemon or not) first writes the stamp's entries for them
 into the index (`catch_up`: one `update-index --index-info`, no file read), so
 git's path starts from an index that holds the last tree. Nothing else trusts the index
@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.errors import CkptError
-from git_agentckpt.git import incremental, private_index, unchanged, watcher
+from git_agentckpt.git import incremental, private_index, unchanged, watch_view
 from git_agentckpt.git.convert import checkin_converts, hash_object_paths
 from git_agentckpt.git.repo import GitRepo, as_bool
 from git_agentckpt.git.run import run_git
@@ -207,7 +207,7 @@ def catch_up(repo: GitRepo, agent_dir: str, env: Mapping[str, str], config: Sequ
     (module doc), under the index flock, before git uses the index for a snapshot. An
     index written since the stamp (re-seeded) is left alone; one that cannot be brought
     up to date is dropped, and the next snapshot rebuilds it from the user's index."""
-    stamp = watcher.read_stamp(agent_dir)
+    stamp = watch_view.read_stamp(agent_dir)
     if stamp is None or not stamp.behind:
         return
     if stamp.index != unchanged.index_file_stamp(agent_dir):
@@ -232,8 +232,8 @@ def catch_up(repo: GitRepo, agent_dir: str, env: Mapping[str, str], config: Sequ
         if proc.returncode == 0:
             return
     except Exception as exc:  # a cache: any doubt drops it
-        watcher.log_line(agent_dir, f"private index dropped: cannot catch it up ({exc})")
+        watch_view.log_line(agent_dir, f"private index dropped: cannot catch it up ({exc})")
     else:
-        watcher.log_line(agent_dir, "private index dropped: git refused to catch it up")
+        watch_view.log_line(agent_dir, "private index dropped: git refused to catch it up")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(agent_dir, "index"))

@@ -1,6 +1,6 @@
 """Snapshots in O(changes): `git add -A` on the paths the daemon's watcher saw change.
 
-In a daemon child (`git/watcher.py`), a snapshot does not make git look at
+In a daemon child (`git/watch_view.py`, `daemon/barrier.py`), a snapshot does not make git look at
 the whole tree. The stamp the last snapshot left (`.git/agent/watch.json`)
 names the watcher and the last change it took in; the watcher's view gives
 the paths changed after that; `git add -A` runs on those paths alone, as
@@ -30,7 +30,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from git_agentckpt.git import object_batch, unchanged, watcher
+from git_agentckpt.git import object_batch, unchanged, watch_view
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import run_git
 from git_agentckpt.globs import match_excluded
@@ -45,17 +45,20 @@ class Plan:
     the view to stamp the result with (None: no watcher), and why a full scan."""
 
     paths: list[str] | None
-    view: watcher.WatchView | None
-    stamp: watcher.Stamp | None
+    view: watch_view.WatchView | None
+    stamp: watch_view.Stamp | None
     reason: str = ""
 
 
-def split_index(config: Sequence[str]) -> list[str]:
+def split_index(repo: GitRepo, config: Sequence[str]) -> list[str]:
     """In the daemon the private index is split (`core.splitIndex`): a write rewrites
     only the entries changed since the shared part, not the whole index (at 250k files
     the index is 22 MB, and each write hashes all of it). The shared part lives in the
     git dir as `sharedindex.<sha1>`; git expires unused ones after two weeks, and a
-    private index whose shared part went is rebuilt from the user's index."""
+    private index whose shared part went is rebuilt from the user's index. Not with a
+    sparse index (`index.sparse`): git refuses to split one."""
+    if repo.config_bool("index.sparse", False):
+        return list(config)
     return ["core.splitIndex=true" if c == "core.splitIndex=false" else c for c in config]
 
 
@@ -79,13 +82,13 @@ def link_shared_index(agent_dir: str) -> None:
 
 
 def plan(repo: GitRepo, agent_dir: str, seeded: bool, sparse: bool) -> Plan:
-    live = watcher.active_for(repo.workdir)
+    live = watch_view.active_for(repo.workdir)
     if live is None:
         return Plan(None, None, None)
     view = live.view()
     if view is None:
         return Plan(None, None, None, "the watcher is not ready")
-    stamp = watcher.read_stamp(agent_dir)
+    stamp = watch_view.read_stamp(agent_dir)
     reason = _full_scan_reason(agent_dir, view, stamp, seeded, sparse)
     if reason or stamp is None:
         return Plan(None, view, None, reason)
@@ -102,8 +105,8 @@ def plan(repo: GitRepo, agent_dir: str, seeded: bool, sparse: bool) -> Plan:
 
 def _full_scan_reason(
     agent_dir: str,
-    view: watcher.WatchView,
-    stamp: watcher.Stamp | None,
+    view: watch_view.WatchView,
+    stamp: watch_view.Stamp | None,
     seeded: bool,
     sparse: bool,
 ) -> str:
@@ -184,7 +187,7 @@ def update_paths(
             take = [p for p in take if not match_excluded(secret_paths, p)]
         take += not_ignored(repo, config, new)
     except (OSError, ValueError, UnicodeError) as exc:
-        watcher.log_line(agent_dir, f"full scan: cannot list the changed paths ({exc})")
+        watch_view.log_line(agent_dir, f"full scan: cannot list the changed paths ({exc})")
         return None
     kept = set(take)
     drop = [p for p in set(drop) - kept if not _below(p, kept)]  # --replace drops those
@@ -222,7 +225,9 @@ def _run_update(
     )
     if proc.returncode != 0:
         first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        watcher.log_line(agent_dir, "full scan: git refused the changed paths: " + " ".join(first))
+        watch_view.log_line(
+            agent_dir, "full scan: git refused the changed paths: " + " ".join(first)
+        )
     return proc.returncode == 0
 
 
@@ -338,14 +343,14 @@ def finish(agent_dir: str, chosen: Plan, tree: str, behind: Sequence[str] = ()) 
     link_shared_index(agent_dir)
     index = unchanged.index_file_stamp(agent_dir) or ""
     rules = unchanged.excludes_digest(agent_dir)
-    stamp = watcher.Stamp(
+    stamp = watch_view.Stamp(
         chosen.view.watcher_id, chosen.view.seq, tree, index, rules, tuple(sorted(behind))
     )
     if stamp == chosen.stamp:
         return  # what the file holds already (a snapshot of no change): no write
     # the stamp names the tree: it is written once the tree is on disk. Until then the
     # last stamp holds, and stays true: it only sees fewer changes taken in
-    object_batch.when_on_disk(lambda: watcher.write_stamp(agent_dir, stamp))
+    object_batch.when_on_disk(lambda: watch_view.write_stamp(agent_dir, stamp))
 
 
 def unchanged_tree(agent_dir: str, chosen: Plan) -> str | None:

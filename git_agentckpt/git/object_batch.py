@@ -163,7 +163,25 @@ def flush(batch: Batch) -> None:
         else:
             odb = batch.repo.odb
             for _oid, (kind, data) in items:
-                odb.write(kind, data)  # the loose backend is the first writer of `repo`
+                try:
+                    odb.write(kind, data)  # the loose backend is the first writer of `repo`
+                except pygit2.GitError:
+                    _why_not_written(batch.objects_dir, data)
+                    raise
+
+
+def _why_not_written(objects_dir: str, data: bytes) -> None:
+    """After libgit2 failed to write a loose object (its message may name a lookup, not
+    the write): the OSError a write of that size meets there now (a full disk), if any."""
+    path = os.path.join(objects_dir, f"tmp_ckpt_probe_{os.getpid()}")
+    try:
+        with open(path, "wb") as fh:
+            fh.write(zlib.compress(data, 1))
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 # writes that name objects still in memory, done once those are on disk (`when_on_disk`)
@@ -172,9 +190,15 @@ _DEFERRED: list[Callable[[], None]] = []
 
 def flush_all() -> None:
     """Write every open batch's objects: before a ref moves, git runs, or a file of ours
-    names an object (module doc); then the writes that waited for them."""
-    for batch in list(_OPEN.values()):
-        flush(batch)
+    names an object (module doc); then the writes that waited for them. If the objects
+    cannot be written (a full disk), those writes never run: they would name objects
+    that are not there (the watcher's stamp of a tree never written)."""
+    try:
+        for batch in list(_OPEN.values()):
+            flush(batch)
+    except BaseException:
+        _DEFERRED.clear()
+        raise
     while _DEFERRED:
         _DEFERRED.pop(0)()
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import direct_tree, incremental, large, private_index, unchanged, watcher
+from git_agentckpt.git import direct_tree, incremental, large, private_index, unchanged, watch_view
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
@@ -178,7 +178,7 @@ def _add_and_write(
     base = agent_dir(repo)
     chosen = incremental.plan(repo, base, seeded, sparse)
     if chosen.view is not None:
-        config = incremental.split_index(config)
+        config = incremental.split_index(repo, config)
     direct = direct_tree.snapshot_tree(repo, base, config, chosen, secret_paths)
     if direct is not None:
         return _finish_direct(repo, base, chosen, direct, base_tree)
@@ -186,7 +186,7 @@ def _add_and_write(
     update = _update_changed(repo, base, env, config, chosen, secret_paths)
     if update is None:
         if chosen.reason:
-            watcher.log_line(base, "full scan: " + chosen.reason)
+            watch_view.log_line(base, "full scan: " + chosen.reason)
         chosen = incremental.Plan(None, chosen.view, None, chosen.reason)
         added, removed = _added_removed(_add_all(repo, env, config, sparse, on_path).stdout)
     else:
@@ -196,7 +196,7 @@ def _add_and_write(
         # ignored would stay tracked there. Start again from the user's index.
         env, config, _ = _prepare(repo, secret_paths, reseed=True)
         if chosen.view is not None:
-            config = incremental.split_index(config)
+            config = incremental.split_index(repo, config)
         chosen = incremental.Plan(None, chosen.view, None, "a .gitignore changed")
         added, removed = _added_removed(_add_all(repo, env, config, sparse, on_path).stdout)
     private_index.remember_dropped(repo, base, removed)
@@ -344,7 +344,7 @@ def snapshot_unless_unchanged(
     its tree is given back without one (`git/unchanged.py`; the last value: reused).
     In the daemon the watcher knows what changed: the snapshot itself costs that much,
     and no proof is needed."""
-    if watcher.active_for(repo.workdir) is not None:
+    if watch_view.active_for(repo.workdir) is not None:
         return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
     with translated("cannot snapshot the working tree", repo.git_dir):
         base = agent_dir(repo)

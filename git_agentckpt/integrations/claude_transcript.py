@@ -86,9 +86,7 @@ class _Reader:
         msg = obj.get("message")
         content = msg.get("content") if isinstance(msg, dict) else None
         if isinstance(content, list):
-            results = [
-                b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
-            ]
+            results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
             for block in results:
                 self.result(line, obj, block)
             if results:

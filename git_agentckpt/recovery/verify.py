@@ -220,9 +220,7 @@ def restore_actions(restored: RestoreResult, why: str) -> list[FileAction]:
     """The files a restore changed, as actions for the brief."""
     out = [FileAction(p, "restored", why) for p in restored.written]
     out += [FileAction(p, "deleted", why) for p in restored.deleted]
-    out += [
-        FileAction(s.path, s.action, s.why if s.left else why) for s in restored.submodules
-    ]
+    out += [FileAction(s.path, s.action, s.why if s.left else why) for s in restored.submodules]
     out += [FileAction(p, "kept", "secret_paths") for p in restored.secret]
     out += [FileAction(p, "kept", ".agent") for p in restored.agent_kept]
     return out

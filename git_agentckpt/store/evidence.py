@@ -86,9 +86,7 @@ def unsupported_claims(
     return suspects
 
 
-def without_suspect_claims(
-    state: dict[str, JSON], suspects: list[SuspectClaim]
-) -> dict[str, JSON]:
+def without_suspect_claims(state: dict[str, JSON], suspects: list[SuspectClaim]) -> dict[str, JSON]:
     """A copy of `state` where suspect done steps are pending again and the task active."""
     if not suspects:
         return state

@@ -79,8 +79,10 @@ def _since(
         if not at_tip and not any(mark in info.message for mark in _STATE_MARKS):
             continue
         for ev in reversed(events_of(info)):
-            if at_tip and ev.type == "checkpoint.prepare" and ev.links.get("checkpoint") == (
-                tip.commit if tip else None
+            if (
+                at_tip
+                and ev.type == "checkpoint.prepare"
+                and ev.links.get("checkpoint") == (tip.commit if tip else None)
             ):
                 after.reverse()
                 return after, False

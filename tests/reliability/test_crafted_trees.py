@@ -306,6 +306,7 @@ def test_case_twins_restore_on_a_case_sensitive_file_system(repo: Path) -> None:
     assert (repo / "xt_tcpmss.c").read_text() == "a\n"
 
 
+@pytest.mark.mode("inline", reason="patches a function of this process")
 @pytest.mark.parametrize(
     ("first", "second"),
     [
@@ -327,6 +328,7 @@ def test_names_one_on_a_folding_file_system_are_refused(
     assert "are one name on this file system" in err
 
 
+@pytest.mark.mode("inline", reason="patches a function of this process")
 def test_a_link_and_a_directory_differing_in_case_on_a_folding_file_system(
     repo: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,46 +1,45 @@
-"""The work-tree watcher of the per-worktree daemon: which paths changed since a snapshot.
+"""The daemon's work-tree watcher: which paths changed since a snapshot (inotify).
 
-The daemon (`cli/server.py`) owns one `TreeWatcher` for its worktree. It watches
-every directory of the work tree with inotify (through `inotify_simple`, a
-thin ctypes wrapper, rather than ctypes code of ours) except `.git` and the
-inside of nested repositories, and keeps, per path, the sequence number of the
-last change it saw. Each daemon child is forked right after `before_fork()`
-drained the kernel's queue, so the child's copy of the watcher knows every
-change made before its caller connected: inotify queues an event before the
-system call that caused it returns.
+The daemon (`daemon/server.py`) owns one `TreeWatcher` for its worktree. It watches
+every directory of the work tree with inotify (through `inotify_simple`, a thin
+ctypes wrapper, rather than ctypes code of ours) except `.git` and the inside of
+nested repositories, and keeps, per path, the sequence number of the last change it
+saw. It also watches one directory of its own, `<git dir>/agent/cookies/`: the
+barrier of `daemon/barrier.py`. A daemon child that needs the watcher's view (a
+snapshot, `git/incremental.py`) creates a cookie file there, then asks the daemon;
+the daemon answers (`answer`) only once it has read the cookie's own event from
+the kernel's queue, so every change made before the question (by the user, or by
+the child itself: a restore) is in the answer. inotify queues an event before the
+system call that caused it returns, and keeps events in order. Whatever the
+watcher cannot vouch for is answered with no view, and the snapshot scans the
+whole tree:
 
-A snapshot made in such a child (`git/incremental.py`) asks `view()` for the
-paths changed since the sequence number recorded with the last snapshot
-(`.git/agent/watch.json`), and runs `git add -A` on those paths only. Whatever
-the watcher cannot vouch for gives `None`, and the snapshot scans the whole
-tree as before:
-
-- the daemon just started and has not finished its first walk (`ready`), or no
-  snapshot was made since it started (the stamp names another watcher);
+- the daemon just started and has not finished its first walk (`ready`);
 - the kernel's queue overflowed (`IN_Q_OVERFLOW`): every snapshot older than
   the overflow scans in full;
 - too many distinct paths changed (`MAX_PATHS`);
+- the cookie's event was not seen;
 - the watch limit (`fs.inotify.max_user_watches`) was reached, the root moved
   or went, or the tree is on a network or FUSE file system (no inotify events
   for other machines' writes): the watcher turns itself off.
 
 Each of these is logged to `.git/agent/watch.log` with its reason, and
-`git ckpt daemon status` shows the watcher's state.
+`git ckpt daemon status` shows the watcher's state. What a snapshot does with the
+answer, and the stamp it leaves, are `git/watch_view.py` and `git/incremental.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from git_agentckpt.git.watch_view import WatchView, log_line, read_stamp_seq
+
 MAX_PATHS = 20_000  # distinct changed paths kept; more: the next snapshot scans in full
-MAX_SYNC = 5_000  # changed paths sent to the daemon's spare child; more: a child is forked
-_LOG = "watch.log"
-_LOG_MAX = 64 * 1024
+COOKIES = "cookies"  # in the agent directory: the barrier's files (daemon/barrier.py)
+MAX_COOKIES = 4096  # cookies seen and not yet asked about (a child killed in between)
 _REMOTE_FS = (
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre",
     "davfs", "virtiofs",
@@ -78,25 +77,6 @@ WATCH_MASK = (
 )
 
 
-@dataclass(frozen=True)
-class WatchView:
-    """What a snapshot may rely on: the changes the watcher saw up to `seq`."""
-
-    watcher_id: str
-    seq: int
-    full_before: int  # a stamp older than this scans in full (an overflow, a lost path)
-    changed: dict[str, int]
-    nested: frozenset[str]  # nested repositories: not watched inside, always re-read
-
-    def changes_since(self, seq: int) -> list[str] | None:
-        """The paths changed after `seq` (nested repositories always among them), or
-        None when the watcher cannot vouch for that span."""
-        if seq < self.full_before or seq > self.seq:
-            return None
-        paths = {path for path, at in self.changed.items() if at > seq}
-        return sorted(paths | self.nested)
-
-
 @dataclass
 class TreeWatcher:
     """inotify watches over one work tree and the changes seen (see the module doc)."""
@@ -111,8 +91,9 @@ class TreeWatcher:
     disabled: str = ""
     ready: bool = False
     overflows: int = 0
-    owner_pid: int = field(default_factory=os.getpid)
+    cookies: set[str] = field(default_factory=set)  # cookie files whose event was read
     _inotify: Any = None
+    _cookie_wd: int = -1
     _paths: dict[int, str] = field(default_factory=dict)  # wd -> relative dir ("" = root)
     _wds: dict[str, int] = field(default_factory=dict)
     _pending: list[str] = field(default_factory=list)  # dirs still to walk
@@ -129,6 +110,7 @@ class TreeWatcher:
             import inotify_simple  # type: ignore[import-untyped]
 
             self._inotify = inotify_simple.INotify(nonblocking=True)
+            self.watch_cookies()
         except (ImportError, OSError) as exc:
             self._disable(f"inotify is not available ({exc})")
             return
@@ -163,49 +145,36 @@ class TreeWatcher:
     def on_readable(self) -> None:
         self.drain()
 
-    def before_fork(self) -> None:
-        """Take in every queued event and forget what the last snapshot covered."""
-        self.drain()
-        self.prune(read_stamp_seq(self.agent_dir, self.watcher_id))
+    def watch_cookies(self) -> str:
+        """Watch the barrier's directory (emptied first: cookies of an earlier daemon)."""
+        path = os.path.join(self.agent_dir, COOKIES)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        for name in os.listdir(path):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(path, name))
+        if self._inotify is not None:
+            self._cookie_wd = int(self._inotify.add_watch(path, IN_CREATE | IN_ONLYDIR))
+        return path
 
-    def view(self) -> WatchView | None:
-        """The changes seen so far; None when the watcher cannot vouch for anything.
-        In the daemon itself this drains the queue first; a forked child never reads
-        the shared inotify descriptor and sees the state of its fork."""
-        if os.getpid() == self.owner_pid:
-            self.drain()
+    def answer(self, cookie: str) -> WatchView | None:
+        """The view for a child that created `cookie` before asking: None unless the
+        cookie's event was read (every change made before it was read too) and the
+        watcher can vouch for its view. Changes the last snapshot covered are dropped."""
+        self.drain()
+        seen = cookie in self.cookies
+        self.cookies.discard(cookie)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.agent_dir, COOKIES, cookie))
+        if not seen:
+            if not self.disabled:
+                self._log("full scan: the watcher did not see the barrier's cookie")
+            return None
+        self.prune(read_stamp_seq(self.agent_dir, self.watcher_id))
         if self.disabled or not self.ready:
             return None
         return WatchView(
             self.watcher_id, self.seq, self.full_before, dict(self.changed), frozenset(self.nested)
         )
-
-    def changes_after(self, mark: object) -> dict[str, Any] | None:
-        """What a process forked when `seq` was `mark` (the daemon's spare child) must
-        learn to see what this watcher sees now (`catch_up`); None when too much."""
-        if not isinstance(mark, int) or mark > self.seq:
-            return None
-        changed = {p: at for p, at in self.changed.items() if at > mark} if mark < self.seq else {}
-        if len(changed) > MAX_SYNC:
-            return None
-        return {
-            "seq": self.seq,
-            "full_before": self.full_before,
-            "disabled": self.disabled,
-            "ready": self.ready,
-            "overflows": self.overflows,
-            "nested": sorted(self.nested),
-            "changed": changed,
-        }
-
-    def catch_up(self, update: object) -> None:
-        """Take in `changes_after`'s answer (in the spare child)."""
-        if not isinstance(update, dict):
-            raise ValueError("not a watcher update")
-        self.changed.update(update["changed"])
-        self.seq, self.full_before = int(update["seq"]), int(update["full_before"])
-        self.disabled, self.ready = str(update["disabled"]), bool(update["ready"])
-        self.overflows, self.nested = int(update["overflows"]), set(update["nested"])
 
     def prune(self, covered: int | None) -> None:
         """Drop the changes a snapshot recorded as covered (its stamp's seq)."""
@@ -226,7 +195,7 @@ class TreeWatcher:
     # -- events -------------------------------------------------------------------
 
     def drain(self) -> None:
-        if self._inotify is None or os.getpid() != self.owner_pid:
+        if self._inotify is None:
             return
         while True:
             try:
@@ -247,6 +216,10 @@ class TreeWatcher:
             self.full_before = self.seq + 1
             self.changed.clear()
             self._log("full scan: the inotify queue overflowed")
+            return
+        if wd == self._cookie_wd and wd >= 0:
+            if mask & IN_CREATE and len(self.cookies) < MAX_COOKIES:
+                self.cookies.add(name)
             return
         base = self._paths.get(wd)
         if base is None:
@@ -353,90 +326,6 @@ class TreeWatcher:
         log_line(self.agent_dir, line)
 
 
-# -- the stamp the last snapshot left ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """`.git/agent/watch.json`: which watcher's changes the last snapshot took in
-    (up to `seq`), the tree it wrote, the private index it left (`unchanged.
-    index_file_stamp`: a write by anything else makes the stamp stale), the
-    excludes it was written with, and the paths where that index is behind the
-    tree (written without git, `direct_tree.py`)."""
-
-    watcher_id: str
-    seq: int
-    tree: str
-    index: str
-    rules: str
-    behind: tuple[str, ...] = ()
-
-
-def stamp_path(agent_dir: str) -> str:
-    return os.path.join(agent_dir, "watch.json")
-
-
-def read_stamp(agent_dir: str) -> Stamp | None:
-    try:
-        with open(stamp_path(agent_dir), encoding="utf-8") as fh:
-            doc = json.load(fh)
-        return Stamp(
-            str(doc["watcher"]),
-            int(doc["seq"]),
-            str(doc["tree"]),
-            str(doc["index"]),
-            str(doc["rules"]),
-            tuple(str(p) for p in doc.get("behind", ())),
-        )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # a cache: a full scan makes it again
-
-
-def read_stamp_seq(agent_dir: str, watcher_id: str) -> int | None:
-    stamp = read_stamp(agent_dir)
-    return stamp.seq if stamp is not None and stamp.watcher_id == watcher_id else None
-
-
-def write_stamp(agent_dir: str, stamp: Stamp) -> None:
-    doc = {
-        "v": 1,
-        "watcher": stamp.watcher_id,
-        "seq": stamp.seq,
-        "tree": stamp.tree,
-        "index": stamp.index,
-        "rules": stamp.rules,
-        "behind": list(stamp.behind),
-    }
-    tmp = stamp_path(agent_dir) + f".{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-    os.replace(tmp, stamp_path(agent_dir))
-
-
-def log_line(agent_dir: str, line: str) -> None:
-    """Append a dated line to `.git/agent/watch.log` (kept under 64 KiB)."""
-    path = os.path.join(agent_dir, _LOG)
-    try:
-        if os.path.getsize(path) > _LOG_MAX:
-            os.replace(path, path + ".old")
-    except OSError:
-        pass
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        with open(path, "a", encoding="utf-8", errors="replace") as fh:
-            fh.write(f"{stamp} pid {os.getpid()}: {line}\n")
-    except OSError:
-        pass
-
-
-def read_log(agent_dir: str, last: int = 20) -> list[str]:
-    try:
-        with open(os.path.join(agent_dir, _LOG), encoding="utf-8", errors="replace") as fh:
-            return fh.read().splitlines()[-last:]
-    except OSError:
-        return []
-
-
 def remote_filesystem(path: str, mountinfo: str | None = None) -> str:
     """The type of the file system holding `path` when inotify cannot see all its
     changes there (network, FUSE), else ''. `mountinfo`: /proc/self/mountinfo's text."""
@@ -461,27 +350,6 @@ def remote_filesystem(path: str, mountinfo: str | None = None) -> str:
     if kind.startswith("fuse") or kind in _REMOTE_FS:
         return kind
     return ""
-
-
-# -- the watcher of this process (set in the daemon, inherited by its children) -----
-
-_ACTIVE: TreeWatcher | None = None
-
-
-def activate(watcher: TreeWatcher | None) -> None:
-    global _ACTIVE
-    _ACTIVE = watcher
-
-
-def active_for(workdir: str) -> TreeWatcher | None:
-    """The watcher of `workdir` when this process (or the daemon it was forked from)
-    runs one."""
-    watcher = _ACTIVE
-    if watcher is None:
-        return None
-    if os.path.realpath(watcher.workdir) != os.path.realpath(workdir):
-        return None
-    return watcher
 
 
 def start(workdir: str, agent_dir: str) -> TreeWatcher | None:

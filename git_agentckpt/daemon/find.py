@@ -1,10 +1,13 @@
 """Where a call's daemon is, and whether a call may go to it at all (no pygit2, no click).
 
 Imported by `git-ckpt` before anything else (`cli/launch.py`): only `os` and `sys`
-here. `discover` finds the per-worktree git dir the way git does, `refusal` names
-the commands a daemon never runs (they need a person or the terminal),
-`fingerprint` says which installation a daemon must be to serve a call, and the
-environment variables that switch and tune the daemon are read here.
+here. `discover` finds the per-worktree git dir the way git does; `refusal` is the
+client's quick look at the arguments (the group's options as click reads them,
+combined short flags included): a call it is unsure of runs in its own process, and
+the daemon decides again with click itself (`cli/routing.py`), whatever the client
+said; `starts_daemon` says which calls start one when none runs; `fingerprint` says
+which installation a daemon must be to serve a call, and the environment variables
+that switch and tune the daemon are read here.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ MODE_VARS = ("GIT_CKPT_DAEMON", "GIT_CKPT_SERVER")  # auto (default) | off; eith
 MODE_VAR = MODE_VARS[0]
 IDLE_VARS = ("GIT_CKPT_DAEMON_IDLE", "GIT_CKPT_SERVER_IDLE")  # seconds idle before exiting
 TIMEOUT_VAR = "GIT_CKPT_DAEMON_TIMEOUT"  # seconds a client waits for the daemon to accept
-DEFAULT_IDLE = 900.0
+DEFAULT_IDLE = 300.0
 DEFAULT_TIMEOUT = 1.0
 OFF_WORDS = frozenset({"0", "off", "no", "false", "never"})
 # Set: git finds the repository differently (or the call says where it is): run here.
@@ -36,16 +39,19 @@ AGENT_DIR = "agent"  # in the per-worktree git dir
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"  # held (flock) by the daemon for its whole life
 SUN_PATH_MAX = 108  # bytes of a unix socket path, with its NUL
-# Commands that need a person or the terminal, never run by the daemon (whose children
-# have no controlling terminal): `trust`, `confirm` (--by-human) and `check --rebaseline`
-# ask the person at this terminal, `fetch` and `push` may have git ask for credentials,
-# and `daemon`/`server` manage the daemon itself.
-INLINE_COMMANDS = frozenset({"trust", "confirm", "fetch", "push", "server", "daemon"})
-INLINE_OPTIONS = {"check": ("--rebaseline",)}
-# Long-running servers, never run by the daemon: `mcp` serves an agent over stdio for a
-# whole session (a forked child would hold a daemon slot, and the module cache it warms
-# buys nothing for a process that starts once).
-OWN_PROCESS_COMMANDS = frozenset({"mcp"})
+# Commands never run by the daemon (`cli/routing.py` says why for each): they need a
+# person or the terminal, may have git ask for credentials, manage the daemon itself,
+# or serve an agent for a whole session. The client also keeps any call naming one of
+# these words or options in its own process: a false alarm costs only speed.
+INLINE_COMMANDS = frozenset({"trust", "fetch", "push", "server", "daemon", "mcp"})
+INLINE_OPTIONS = frozenset({"--by-human", "--rebaseline"})
+# Calls that start a daemon when none runs: the ones that write a task's trail (an agent
+# makes them after every turn). Reading commands, `init`, `demo`, help and the like use a
+# daemon that runs, but start none.
+STARTING_COMMANDS = frozenset(
+    {"create", "event", "task", "step", "resume", "restore", "tick", "check", "hook", "confirm"}
+)
+HELP_OPTIONS = frozenset({"-h", "--help"})
 
 
 def supported() -> bool:
@@ -81,44 +87,68 @@ def timeout_seconds(env: Mapping[str, str]) -> float:
 # -- which command, which repository --------------------------------------------------------
 
 
-def _split(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
-    """(values of the group's -C options, the subcommand or None, the arguments after it)."""
-    paths: list[str] = []
+def parse_group(argv: Sequence[str]) -> tuple[str, str | None, list[str]] | None:
+    """(the `-C` path, the subcommand or None, the arguments after it), reading the
+    group's options as click does (`-C PATH`, `-CPATH`, `-q`, `--quiet`, clustered
+    `-qC PATH`; the last `-C` wins); None for anything else before the subcommand."""
+    path = "."
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg == "-C":
-            if i + 1 < len(argv):
-                paths.append(argv[i + 1])
-            i += 2
+        i += 1
+        if arg == "--quiet":
             continue
-        if arg.startswith("-C"):
-            paths.append(arg[2:])
-        if arg.startswith("-"):
-            i += 1
-            continue
-        return paths, arg, list(argv[i + 1 :])
-    return paths, None, []
+        if arg in HELP_OPTIONS or arg == "--version":
+            return path, None, []
+        if not arg.startswith("-") or arg == "-":
+            return path, arg, list(argv[i:])
+        if arg.startswith("--") or len(arg) < 2:
+            return None
+        letters = arg[1:]
+        while letters:
+            flag, letters = letters[0], letters[1:]
+            if flag == "q":
+                continue
+            if flag == "h":
+                return path, None, []
+            if flag != "C":
+                return None
+            if letters:
+                path, letters = letters, ""
+            elif i < len(argv):
+                path, i = argv[i], i + 1
+            else:
+                return None
+    return path, None, []
 
 
 def command_of(argv: Sequence[str]) -> str | None:
     """The subcommand named in `argv` (after the group's options), or None."""
-    return _split(argv)[1]
+    parsed = parse_group(argv)
+    return None if parsed is None else parsed[1]
 
 
 def refusal(argv: Sequence[str]) -> str | None:
-    """Why the daemon must not run `argv` (a person or the terminal is needed), or None."""
-    _paths, command, rest = _split(argv)
+    """Why the client keeps `argv` in its own process (the daemon checks again), or None."""
+    parsed = parse_group(argv)
+    if parsed is None:
+        return "options the client does not read"
+    _path, command, rest = parsed
     if command is None:
         return "no command"
     if command in INLINE_COMMANDS:
-        return f"`{command}` needs a person or the terminal"
-    if command in OWN_PROCESS_COMMANDS:
-        return f"`{command}` is a long-running server: it runs in its own process"
-    for option in INLINE_OPTIONS.get(command, ()):
-        if any(a == option or a.startswith(option + "=") for a in rest):
-            return f"`{command} {option}` needs a person at the terminal"
+        return f"`{command}` runs in its own process"
+    if any(a in INLINE_OPTIONS or a.split("=", 1)[0] in INLINE_OPTIONS for a in rest):
+        return "an option that needs a person at the terminal"
     return None
+
+
+def starts_daemon(argv: Sequence[str]) -> bool:
+    """Whether this call, when no daemon runs, starts one (see STARTING_COMMANDS)."""
+    parsed = parse_group(argv)
+    if parsed is None or parsed[1] not in STARTING_COMMANDS:
+        return False
+    return not any(a in HELP_OPTIONS for a in parsed[2])
 
 
 def _is_git_dir(path: str) -> bool:
@@ -183,11 +213,20 @@ def discover(start: str, env: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def start_dir(argv: Sequence[str]) -> str:
-    """Where the call runs: the working directory, moved by `-C` like git."""
-    here = os.getcwd()
-    for path in _split(argv)[0]:
-        here = os.path.join(here, path)
-    return here
+    """Where the call runs: the working directory, moved by `-C` (the last one, as click
+    keeps it)."""
+    parsed = parse_group(argv)
+    return os.path.join(os.getcwd(), parsed[0] if parsed is not None else ".")
+
+
+def owned_by_caller(worktree: str, git_dir: str) -> bool:
+    """Whether this user owns the work tree and its git dir: git refuses a repository of
+    another owner (`safe.directory`), and no daemon is started for one."""
+    try:
+        uid = os.getuid()
+        return os.stat(worktree).st_uid == uid and os.stat(git_dir).st_uid == uid
+    except OSError:
+        return False
 
 
 def agent_dir(git_dir: str) -> str:
@@ -216,7 +255,7 @@ def daemon_held(git_dir: str) -> bool:
 
 
 def package_dir() -> str:
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cli/ -> the package
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # daemon/ -> the package
 
 
 INSTALLED_IN = ("site-packages", "dist-packages")  # a package put there by an installer

@@ -1,13 +1,15 @@
 """The per-worktree daemon behind `git-ckpt`: modules imported once, one forked child per call.
 
 Started in the background by `cli/launch.py` (or `git ckpt daemon start`) as
-`python -P -c "...; from git_agentckpt.cli.server import main; ..." FINGERPRINT GIT_DIR
-WORKTREE` (the caller's own copy of the package first on the path). It takes the
-lock `<git dir>/agent/daemon.lock` (a daemon of the same fingerprint already holds
+`python -P -c "...; from git_agentckpt.daemon.server import main; ..." FINGERPRINT
+GIT_DIR WORKTREE` (the caller's own copy of the package first on the path). It takes
+the lock `<git dir>/agent/daemon.lock` (a daemon of the same fingerprint already holds
 it: this one exits; a stale one, of another version or installation, is asked to
 stop and replaced), imports every module a command may need, binds
-`<git dir>/agent/daemon.sock` (mode 0600), then serves until it has been idle for
-GIT_CKPT_DAEMON_IDLE seconds (900), gets SIGTERM, or `stop`.
+`<git dir>/agent/daemon.sock` (mode 0600), registers in this user's list of daemons
+(`daemon/registry.py`: beyond GIT_CKPT_DAEMON_MAX daemons, the least recently used
+one is asked to stop), then serves until it has been idle for GIT_CKPT_DAEMON_IDLE
+seconds (300), gets SIGTERM, or `stop`.
 
 One `select` loop, single-threaded (a fork of a threaded process is not safe),
 over the listening socket, every client connection, a wake-up pipe for SIGCHLD
@@ -15,34 +17,33 @@ and SIGTERM, and any readers added with `Daemon.add_reader`. Connections are
 read without blocking, each into its own buffer; a request not complete within
 2 x GIT_CKPT_DAEMON_TIMEOUT seconds (2) is dropped, so an idle or trickling
 connection never delays another call. For a complete `run` request the daemon
-checks, before anything is forked: the fingerprint, the command (`daemon_find.refusal`:
-commands that need a person or the terminal are refused here, not only skipped by
-the client) and the caller (`daemon_peer.refusal`: the caller must be the daemon's
-twin). It then answers "A"; on the client's "G" it hands the call to the spare child
-forked ahead while idle (`daemon_spare.py`), or forks one, and the child becomes the
-caller (`daemon_child.run_child`). The daemon itself never opens a repository;
-between calls it reads the worktree's cache files (`.git/agent/state/`) into the
-memos every child starts with (`cli/daemon_warm.py`), which a child trusts no more
-than the files: their tips are compared with the refs.
+checks, before anything is forked: the fingerprint, the command as click parses it
+(`cli/routing.refusal`: commands that need a person or the terminal, and calls for
+another repository, are refused here, whatever the client thought) and the caller
+(`daemon/peer.refusal`: the caller must be the daemon's twin). It then answers "A";
+on the client's "G" it forks a child, which becomes the caller
+(`daemon/child.run_in_child`). The daemon itself never opens a repository; between
+calls it reads the worktree's cache files (`.git/agent/state/`) into the memos every
+child starts with (`daemon/warm.py`), which a child trusts no more than the files:
+their tips are compared with the refs.
 
-Plugging in (the work-tree watcher and the cache read-ahead do, `cli/daemon_watch.py`,
-`cli/daemon_warm.py`): a function appended to `STARTUP_HOOKS` is called once with the
+Plugging in (the work-tree watcher and the cache read-ahead do, `daemon/watch.py`,
+`daemon/warm.py`): a function appended to `STARTUP_HOOKS` is called once with the
 `Daemon`, after the socket is bound and before serving. It can read `daemon.worktree`
 and `daemon.git_dir`, register a readable fd with `daemon.add_reader(fd, callback)`
 (run in the loop when the fd is readable; an exception removes the reader), queue
 background work in slices with `daemon.add_idle(task)` (run once per loop round while
-it returns True, between calls), and append to `daemon.before_fork` (called in the
-daemon right before each child is forked, e.g. to drain pending events so the child
-sees them), `daemon.in_child` (in the child right after the fork: for the spare,
-ahead of the call), `daemon.spares.syncs[name]` (what of the plug-in's state a spare
-forked earlier must catch up on at the call, `daemon_spare.Sync`), `daemon.after_call`
-(in the daemon once a call's child is reaped), `daemon.at_exit` (when the daemon
-exits) and `daemon.status_hooks[name]` (its result is shown under `name` in `git ckpt
-daemon status --json`). In the child, `current` is the daemon it was forked from (its
-memory as at the fork; None in any other process). A child must still check that the
-repository it opened is `current.git_dir` before trusting anything the daemon knows.
+it returns True, between calls), answer requests of a kind of its own
+(`daemon.services[kind]`: given the request's fields, it returns the reply's kind and
+body), and append to `daemon.in_child` (in each child right after the fork),
+`daemon.after_call` (in the daemon once a call's child is reaped), `daemon.at_exit`
+(when the daemon exits) and `daemon.status_hooks[name]` (its result is shown under
+`name` in `git ckpt daemon status --json`). In the child, `current` is the daemon it
+was forked from (its memory as at the fork; None in any other process). A child must
+still check that the repository it opened is `current.git_dir` before trusting
+anything the daemon knows.
 
-Protocol: see `cli/launch.py`. What is compared: see `cli/daemon_peer.py`.
+Protocol: see `daemon/client.py`. What is compared: see `daemon/peer.py`.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from git_agentckpt.cli import daemon_find, daemon_peer, daemon_spare, launch
-from git_agentckpt.cli.daemon_child import (
+from git_agentckpt.daemon import client, peer, registry
+from git_agentckpt.daemon import find as daemon_find
+from git_agentckpt.daemon.child import (
     BadRequest,
     ReportedSlots,
     Request,
@@ -67,11 +69,12 @@ from git_agentckpt.cli.daemon_child import (
     preload,
     run_in_child,
 )
-from git_agentckpt.cli.daemon_claim import claim
-from git_agentckpt.cli.daemon_conn import Conn, receive
-from git_agentckpt.cli.daemon_conn import send as _send
+from git_agentckpt.daemon.claim import claim
+from git_agentckpt.daemon.conn import Conn, receive
+from git_agentckpt.daemon.conn import send as _send
 
-FORWARDED = set(launch.FORWARDED_SIGNALS)
+FORWARDED = set(client.FORWARDED_SIGNALS)
+Service = Callable[[list[str]], tuple[bytes, bytes]]
 MAX_REASONS = 32  # distinct refusal reasons counted in `status` (then "other")
 
 STARTUP_HOOKS: list[Callable[[Daemon], None]] = []
@@ -95,13 +98,12 @@ class Daemon:
         self.children: dict[int, Conn] = {}  # child pid -> its client
         self.readers: dict[int, Callable[[], None]] = {}
         self.idle_tasks: list[Callable[[], bool]] = []
-        self.before_fork: list[Callable[[], None]] = []
+        self.services: dict[str, Service] = {}
         self.in_child: list[Callable[[], None]] = []
         self.after_call: list[Callable[[], None]] = []
         self.at_exit: list[Callable[[], None]] = []
         self.status_hooks: dict[str, Callable[[], object]] = {}
         self.slots = ReportedSlots()  # which children reported (a page shared with them)
-        self.spares = daemon_spare.Spares(env)  # a child forked ahead of the next call
         self.sel = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.socket_path = daemon_find.socket_path(git_dir)
@@ -157,7 +159,7 @@ class Daemon:
 
     def close(self) -> None:
         """Run the `at_exit` hooks, remove our socket (only ours: we hold the lock), unlock."""
-        self.spares.retire()
+        registry.leave(self.git_dir)
         for hook in self.at_exit:
             with contextlib.suppress(Exception):
                 hook()
@@ -183,8 +185,6 @@ class Daemon:
         while True:
             if self.stopping and not self.children:
                 return
-            if self.spares.wanted() and self._idle() and not self.idle_tasks:
-                self._make_spare()
             timeout = self._timeout()
             if timeout is not None and timeout <= 0 and self._idle() and not self.idle_tasks:
                 return
@@ -204,16 +204,6 @@ class Daemon:
 
     def _idle(self) -> bool:
         return not self.children and not self.conns and not self.stopping
-
-    def _make_spare(self) -> None:
-        """Fork the spare child that takes the next call (`daemon_spare.py`)."""
-
-        def leave(chan: socket.socket) -> None:
-            global current
-            current = self
-            self._leave(chan)
-
-        self.spares.make(leave, self.in_child, self.slots, FORWARDED)
 
     def _timeout(self) -> float | None:
         if self.idle_tasks:
@@ -248,7 +238,7 @@ class Daemon:
         except OSError:
             return
         try:
-            if daemon_peer.peer_of(sock).uid != os.getuid():
+            if peer.peer_of(sock).uid != os.getuid():
                 sock.close()  # never serve another user, never tell them anything
                 return
         except OSError:
@@ -297,6 +287,8 @@ class Daemon:
         conn.req = req
         if req.kind == "status":  # asking is not using: it does not delay the idle exit
             _send(conn, b"S", json.dumps(self.status()).encode())
+        elif req.kind in self.services:
+            _send(conn, *self._serve(req))
         elif req.kind == "stop":
             _send(conn, b"K", b"stopping")
             self.stopping = True
@@ -314,10 +306,19 @@ class Daemon:
             return
         self._drop(conn)
 
+    def _serve(self, req: Request) -> tuple[bytes, bytes]:
+        try:
+            return self.services[req.kind](req.fields)
+        except Exception as exc:  # a broken plug-in must not take the daemon down
+            return b"R", f"{req.kind} failed: {type(exc).__name__}".encode()
+
     def _refusal(self, conn: Conn, req: Request) -> str | None:
+        from git_agentckpt.cli.routing import refusal
+
         if self.stopping:
             return "not served: the daemon is stopping"
-        why = daemon_find.refusal(req.argv[1:]) or daemon_peer.refusal(conn.sock, req.cwd)
+        why = refusal(req.argv[1:], req.cwd, req.env, self.git_dir)
+        why = why or peer.refusal(conn.sock, req.cwd)
         return None if why is None else f"not served: {why}"
 
     def _refuse(self, conn: Conn, why: str) -> None:
@@ -329,13 +330,8 @@ class Daemon:
     def _fork(self, conn: Conn) -> None:
         req = conn.req
         assert req is not None
-        for hook in self.before_fork:
-            with contextlib.suppress(Exception):
-                hook()
         conn.slot = self.slots.take()
-        pid = self.spares.take(conn.payload, conn.slot, [conn.sock.fileno(), *req.fds])
-        if pid is None:
-            pid = self._fork_child(conn, req)
+        pid = self._fork_child(conn, req)
         if pid is None:
             return
         req.close_fds()
@@ -343,6 +339,7 @@ class Daemon:
             os.setpgid(pid, pid)
         self.served += 1
         self.last_active = time.monotonic()
+        registry.touch(self.git_dir)
         conn.state, conn.pid = "run", pid
         self.children[pid] = conn
         _send(conn, b"P", pid)
@@ -373,12 +370,11 @@ class Daemon:
         run_in_child(req, own, lambda: self._leave(conn.sock), self.in_child, slot, FORWARDED)
 
     def _leave(self, keep: socket.socket) -> None:
-        """In a forked child or the spare: close what the daemon holds, but `keep`."""
+        """In a forked child: close what the daemon holds, but `keep`."""
         self.sel.close()
         self.listener.close()
         for fd in (self.wake_r, self.wake_w, self.lockfd, self.dirfd):
             os.close(fd)
-        self.spares.close_in_child()
         for other in self.conns:
             if other.sock is keep:
                 continue
@@ -415,9 +411,7 @@ class Daemon:
                 return
             conn = self.children.pop(pid, None)
             if conn is None:
-                self.spares.reaped(pid)  # a spare that died unused, or one retired
                 continue
-            self.spares.retire()  # forked before this call: a new one once caches are read
             self.slots.give_back(conn.slot)
             conn.slot = -1
             _send(conn, b"X", exit_status(wait_status))  # unless the child said it already
@@ -449,7 +443,6 @@ class Daemon:
             "served": self.served,
             "refused": dict(self.refused),
             "calls": sorted(self.children),  # pids of the calls running now
-            "spare": self.spares.status(),
             "idle_timeout": self.idle,
             "idle_for": round(time.monotonic() - self.last_active, 3),
             "request_timeout": self.request_timeout,
@@ -460,9 +453,9 @@ class Daemon:
 def attach(daemon: Daemon) -> None:
     """Where plug-ins attach: every STARTUP_HOOKS function, once, before serving (the
     work-tree watcher first, `daemon_watch.py`)."""
-    from git_agentckpt.cli import daemon_warm, daemon_watch
+    from git_agentckpt.daemon import warm, watch
 
-    for builtin in (daemon_warm.attach, daemon_watch.attach):
+    for builtin in (warm.attach, watch.attach):
         if builtin not in STARTUP_HOOKS:
             STARTUP_HOOKS.insert(0, builtin)
     for hook in STARTUP_HOOKS:
@@ -472,11 +465,15 @@ def attach(daemon: Daemon) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 3:
-        print("usage: git_agentckpt.cli.server FINGERPRINT GIT_DIR WORKTREE", file=sys.stderr)
+        print("usage: git_agentckpt.daemon.server FINGERPRINT GIT_DIR WORKTREE", file=sys.stderr)
         return 2
-    fp, git_dir, worktree = args
     os.closerange(3, 1 << 16)  # fds a hook or agent left open must not be held for minutes
     os.chdir("/")
+    return run(*args)
+
+
+def run(fp: str, git_dir: str, worktree: str) -> int:
+    """Be the daemon of `git_dir` in this process, until it exits (see the module doc)."""
     try:
         claimed = claim(git_dir, fp)
     except OSError:
@@ -489,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     daemon = Daemon(fp, git_dir, worktree, *claimed, dict(os.environ))
     try:
         if daemon.bind():
+            registry.join(git_dir, worktree)
             attach(daemon)
             daemon.serve()
     finally:

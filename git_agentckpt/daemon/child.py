@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from git_agentckpt import after_reply
-from git_agentckpt.cli import daemon_find
-from git_agentckpt.cli.launch import INTERNAL
+from git_agentckpt.daemon import find as daemon_find
+from git_agentckpt.daemon.client import INTERNAL
 
 # Not imported by the daemon: the entry points, and the MCP server, which never runs in
 # a daemon child (`git ckpt mcp` is a long-running server: `launch.refusal`) and whose
@@ -34,9 +34,10 @@ from git_agentckpt.cli.launch import INTERNAL
 # and with it the cost of every fork and of the child's copy-on-write faults.
 _SKIP_PRELOAD = (
     "git_agentckpt.__main__",
-    "git_agentckpt.cli.server",
+    "git_agentckpt.daemon.server",
     "git_agentckpt.cli.mcp_server",
 )
+_preloaded: list[bool] = []
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Request:
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     fds: list[int] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)  # of a request that is not `run`
 
     def close_fds(self) -> None:
         for fd in self.fds:
@@ -80,7 +82,8 @@ def parse_request(payload: bytes, fingerprint: str | None = None) -> Request:
             f"{STALE} (protocol {fields[1]!r})" if req.kind == "run" else "protocol mismatch"
         )
     if req.kind != "run":
-        return req  # status and stop: any client of this user, whatever its version
+        req.fields = fields[3:]
+        return req  # status, stop, view: any client of this user, whatever its version
     try:
         req.cwd, req.umask, argc = fields[3], int(fields[4]), int(fields[5])
         req.argv = fields[6 : 6 + argc]
@@ -202,59 +205,21 @@ def child_failed(exc: BaseException) -> None:
 
 
 def preload() -> None:
-    """Import every module of the package, and compile what every child would compile."""
+    """Import every module of the package, and compile what every child would compile
+    (once in a process)."""
     import git_agentckpt
 
+    if _preloaded:
+        return
+    _preloaded.append(True)
     for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
         if info.name not in _SKIP_PRELOAD:
             importlib.import_module(info.name)
-    from git_agentckpt.cli.main import load_all_commands
+    from git_agentckpt.cli.warm import warm_cli
     from git_agentckpt.redact import precompile
 
-    load_all_commands()
+    warm_cli()
     precompile()
-    warm_type_checks()
-    warm_parsing()
-
-
-WARM_ROUNDS = 12  # Python 3.11 specialises a code object's bytecode after ~8 runs
-
-
-def warm_parsing() -> None:
-    """Parse every command's options (no arguments, nothing run) until the interpreter has
-    specialised click's parsing code: each child would otherwise start from generic
-    bytecode and specialise it again, writing to pages it shares with the daemon
-    (~0.5 ms of every call). Nothing is read but the commands' declarations."""
-    from git_agentckpt.cli.main import cli
-
-    for _ in range(WARM_ROUNDS):
-        ctx = cli.make_context("git ckpt", ["-C", "/", "--quiet"], resilient_parsing=True)
-        with ctx:
-            for name in cli.list_commands(ctx):
-                command = cli.get_command(ctx, name)
-                if command is not None:
-                    command.make_context(name, [], parent=ctx, resilient_parsing=True)
-
-
-def warm_type_checks() -> None:
-    """`isinstance(x, Mapping)` for an `x` that is not one walks every registered
-    subclass of `Mapping` the first time a class is asked (the libraries preloaded add
-    dozens), then caches the answer in the process that asked. A child's answers die
-    with it: ~1 ms of each resume went there. So the daemon asks once, for the classes
-    every call checks, and each child inherits the answers."""
-    import collections.abc
-    import enum
-    import types
-
-    import click
-
-    abcs = [getattr(collections.abc, name) for name in collections.abc.__all__]
-    abcs.append(click.ParamType)
-    classes = [dict, list, tuple, str, bytes, bytearray, int, float, bool, type(None)]
-    classes += [set, frozenset, type, enum.EnumType, types.GeneratorType]
-    for kind in abcs:
-        for cls in classes:
-            issubclass(cls, kind)
 
 
 class ReportedSlots:

@@ -1,5 +1,5 @@
 """The daemon's read-ahead of the worktree's cache files, plugged in at start
-(`server.STARTUP_HOOKS`, after the watcher).
+(`daemon/server.STARTUP_HOOKS`, after the watcher).
 
 After each call (and once at start), between calls, the files of
 `.git/agent/state/` that changed are read into the memos each forked child starts
@@ -18,7 +18,7 @@ from git_agentckpt.store import events
 from git_agentckpt.store.warm_caches import WarmCaches, after_append
 
 if TYPE_CHECKING:
-    from git_agentckpt.cli.server import Daemon
+    from git_agentckpt.daemon.server import Daemon
 
 
 def attach(daemon: Daemon) -> None:

@@ -17,7 +17,8 @@ import os
 import socket
 import time
 
-from git_agentckpt.cli import daemon_find, launch
+from git_agentckpt.daemon import client
+from git_agentckpt.daemon import find as daemon_find
 
 REPLACE_SECONDS = 10.0  # how long a new daemon waits for a stale one to let go
 
@@ -35,12 +36,12 @@ def _replace(git_dir: str, fp: str, lockfd: int) -> bool:
     deadline = time.monotonic() + REPLACE_SECONDS
     asked = False
     while time.monotonic() < deadline:
-        reply = launch.control(git_dir, "status", 1.0)
+        reply = client.control(git_dir, "status", 1.0)
         if reply is not None and reply[0] == "S":
             if json.loads(reply[1]).get("fingerprint") == fp:
                 return False
             if not asked:
-                asked = launch.control(git_dir, "stop", 1.0) is not None
+                asked = client.control(git_dir, "stop", 1.0) is not None
         if _lock(lockfd):
             return True
         time.sleep(0.05)

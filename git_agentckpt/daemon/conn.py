@@ -7,8 +7,8 @@ import array
 import socket
 from dataclasses import dataclass, field
 
-from git_agentckpt.cli.daemon_child import Request
-from git_agentckpt.cli.launch import MAX_REQUEST
+from git_agentckpt.daemon.child import Request
+from git_agentckpt.daemon.client import MAX_REQUEST
 
 _FDS_SPACE = socket.CMSG_SPACE(3 * array.array("i").itemsize)
 
