@@ -184,7 +184,7 @@ def test_through_real_git(odd: Path) -> None:
 
 
 def test_through_the_daemon(odd: Path, served: None) -> None:
-    ok(odd, "list")  # starts the daemon
+    ok(odd, "daemon", "start")
     running_status(odd)
     added, start = (c["id"] for c in ckpt_json(odd, "list", "t"))
     before = status(odd)["served"]

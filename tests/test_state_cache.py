@@ -6,6 +6,7 @@ another task's, a moved or rewound ref, concurrent writers)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import git_agentckpt
+from git_agentckpt.daemon import find as daemon_find
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
@@ -41,6 +43,7 @@ def view(repo: Path, task: str = "t") -> TaskView:
 
 def cold(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
     """The state computed with no cache at all (the files removed first)."""
+    settle(repo)
     for f in cache_dir(repo).glob("*") if cache_dir(repo).is_dir() else ():
         f.unlink()
     v = view(repo, task)
@@ -48,6 +51,7 @@ def cold(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
 
 
 def warm(repo: Path, task: str = "t") -> tuple[JSON, list[JSON]]:
+    settle(repo)  # what a served call writes after its answer is written
     v = view(repo, task)
     return v.state, [s.to_json() for s in v.skipped]
 
@@ -71,7 +75,9 @@ def test_a_warm_read_walks_no_event_and_a_new_event_costs_one_step(repo: Path) -
     calls(repo, 3)
     with walked() as seen:
         state, _ = warm(repo)
-    assert len(seen) == 5  # the 4 new commits and the cached tip, where the walk stops
+    # the 4 new commits and the cached tip, where the walk stops; a call the daemon
+    # served brought the cache to its own tip after its answer: 3 and that tip
+    assert len(seen) == (4 if daemon_find.enabled(os.environ) else 5)
     assert isinstance(state, dict) and state["steps"][0]["status"] == "failed"
     assert (state, _) == cold(repo)
 

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,10 +216,15 @@ def test_a_read_only_file_system(small_disk: Path) -> None:
 
 def test_permission_denied_names_the_path(repo: Path) -> None:
     """As root chmod stops nothing: the commands run as root without CAP_DAC_OVERRIDE
-    (setpriv), so a directory without write permission refuses them as it would a user."""
+    (setpriv), so a directory without write permission refuses them as it would a user.
+    The repository is moved to a short path: a long one is shortened in the message."""
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         pytest.skip("needs root and setpriv to drop CAP_DAC_OVERRIDE")
+    short = Path(tempfile.mkdtemp(prefix="perm-"))
+    shutil.move(repo, short / "repo")
+    repo.symlink_to(short / "repo")  # the fixture's path still leads to it
+    repo = short / "repo"
     ckpt(repo, "task", "start", "t", "--goal", "g")
 
     def without_override(*args: str) -> subprocess.CompletedProcess[str]:
