@@ -268,11 +268,10 @@ def stop_servers(env: Mapping[str, str], root: Path) -> None:
 
 
 def settle(env: Mapping[str, str], repo: Path, timeout: float = 5.0) -> None:
-    """Wait (untimed) until the daemon of `repo` runs no call and is ready for the next: a
-    served call answers first and then finishes its tidying (cache files, packing;
-    `after_reply.py`), and the daemon then forks its spare child for the next call
-    (`cli/daemon_spare.py`), as it does between an agent's calls. The next timed command,
-    ours or git's, then does not share the CPU with either."""
+    """Wait (untimed) until the daemon of `repo` runs no call: a served call answers first
+    and then finishes its tidying (cache files, packing; `after_reply.py`), as it does
+    between an agent's calls. The next timed command, ours or git's, then does not share
+    the CPU with it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         proc = subprocess.run(
@@ -285,9 +284,8 @@ def settle(env: Mapping[str, str], repo: Path, timeout: float = 5.0) -> None:
             status = json.loads(proc.stdout)
         except ValueError:
             return
-        spare = status.get("spare") or {}
-        if not status.get("calls") and (spare.get("pid") or not spare.get("forked")):
-            return  # no spare in this build, or none made (GIT_CKPT_DAEMON_SPARE=off)
+        if not status.get("calls"):
+            return
         time.sleep(0.005)
 
 

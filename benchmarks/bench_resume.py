@@ -15,8 +15,7 @@ through the daemon answers, then writes its cache files and packs after the answ
 (`after_reply.py`): the next timed command waits (untimed) until that is done, so it
 never shares the CPU with it, and each timed command, ours or git's, starts after
 `--pause` seconds (0.2, untimed), as an agent's calls are spaced: the disk has written
-back what the last one wrote, and the daemon has readied the child for the next call
-(`cli/daemon_spare.py`). `--pause 0` gives the back-to-back figure. Prints medians (ms)
+back what the last one wrote. `--pause 0` gives the back-to-back figure. Prints medians (ms)
 and the ratios to `git status`.
 """
 

@@ -72,6 +72,7 @@ def test_a_warm_read_walks_no_event_and_a_new_event_costs_one_step(repo: Path) -
         assert warm(repo) == first
     assert seen == []  # 200 tool calls since the tip, none read
     ckpt(repo, "step", "fail", "t", "s1")
+    settle(repo)  # a served call brings the cache to its own tip after its answer
     calls(repo, 3)
     with walked() as seen:
         state, _ = warm(repo)

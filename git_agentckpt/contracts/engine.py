@@ -56,7 +56,7 @@ from git_agentckpt.contracts.watching import watched_changes
 from git_agentckpt.display import escape_for_display
 from git_agentckpt.errors import CkptError, Exit, NotFound, UsageError
 from git_agentckpt.git.repo import GitRepo
-from git_agentckpt.git.worktree import large_files, snapshot_unless_unchanged
+from git_agentckpt.git.worktree import changed_paths, large_files, snapshot_unless_unchanged
 from git_agentckpt.model import JSON, NewEvent
 from git_agentckpt.settings import CONTRACTS_DIR, Settings
 from git_agentckpt.store.pins import key_input_assertions
@@ -480,7 +480,7 @@ def evaluate_for_resume(ck: Workspace, task: TaskName, tree: str) -> ConstraintR
     contract = _relative(load_contract(repo.workdir), repo.workdir)
     baseline = _baseline(ck, task)
     base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
-    changed = {c.path for c in repo.diff_trees(base_tree, tree)}
+    changed = set(changed_paths(repo, base_tree, tree))
     changed |= {f.path for f in large_files(repo)}
     changed |= watched_changes(ck, task, contract, tree)
     report = evaluate(contract, _context(ck, contract, frozenset(changed)))

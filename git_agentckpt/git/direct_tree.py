@@ -164,6 +164,8 @@ def apply_changes(repo: GitRepo, tree: str | None, changes: Mapping[str, Entry])
 
 
 def _apply(repo: GitRepo, tree: str | None, changes: Mapping[str, Entry]) -> str | None:
+    """`_apply` of one directory: its changed names are looked up one by one (a wide
+    directory is never read into a table of all its entries)."""
     here: dict[str, Entry] = {}
     below: dict[str, dict[str, Entry]] = {}
     for path, entry in changes.items():
@@ -172,32 +174,40 @@ def _apply(repo: GitRepo, tree: str | None, changes: Mapping[str, Entry]) -> str
             below.setdefault(name, {})[rest] = entry
         else:
             here[name] = entry
-    entries = repo.tree_entries(tree) if tree is not None else {}
+
+    def old_entry(name: str) -> tuple[str, int] | None:
+        return repo.tree_entry(tree, name) if tree is not None else None
+
     updates: dict[str, tuple[str, int]] = {}
+    new_names = 0  # names not in `tree` that the updates add
     for name, sub in below.items():
         if here.get(name) is not None:
             if any(e is not None for e in sub.values()):
                 raise ValueError(f"{name} is both a file and a directory")
             continue  # a directory became a file: the file replaces it below
-        old = entries.get(name)
+        old = old_entry(name)
         old_tree = old[0] if old is not None and old[1] == _TREE else None
         made = _apply(repo, old_tree, sub) if sub else old_tree
         if made is not None:
             updates[name] = (made, _TREE)
+            new_names += old is None
             here.pop(name, None)  # a file became a directory
         elif old is not None and (old_tree is not None or name in here):
             updates[name] = ("", 0)
     for name, entry in here.items():
+        if name in updates:
+            continue
+        old = old_entry(name)
         if entry is not None:
             updates[name] = entry
-        elif name in entries and name not in updates:
+            new_names += old is None
+        elif old is not None:
             updates[name] = ("", 0)
+    size = repo.tree_size(tree) if tree is not None else 0
     if not updates:
-        return tree if entries else None
-    remaining = {n for n in entries if updates.get(n, ("x", 0))[0]} | {
-        n for n, (oid, _) in updates.items() if oid
-    }
-    if not remaining:
+        return tree if size else None
+    removed = sum(1 for oid, _ in updates.values() if not oid)  # only names `tree` has
+    if size - removed + new_names == 0:
         return None
     return repo.write_tree(updates, tree)
 

@@ -32,6 +32,12 @@ from git_agentckpt.git.signing import Identity, commit_signed, signing_of
 from git_agentckpt.git.syserr import translated
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+# libgit2 keeps no tree above 4 KiB in its object cache: a directory of 2,500 entries
+# (~100 KB) was inflated and parsed again at every lookup of one of its names (0.57 ms
+# each, ~6 a directory in a snapshot). Trees up to 1 MiB are kept (the cache's own total
+# bound, 256 MiB, still holds).
+TREE_CACHE_LIMIT = 1 << 20
+pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
 
 _STATUS = {
     DeltaStatus.ADDED: "A",
@@ -278,6 +284,13 @@ class GitRepo(RefMoves):
         if not isinstance(tree, pygit2.Tree):
             raise CorruptError(f"object {tree_id} is not a tree")
         return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
+
+    def tree_size(self, tree_id: str) -> int:
+        """How many direct entries one tree has."""
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        return len(tree)
 
     def tree_entry(self, tree_id: str, path: str) -> tuple[str, int] | None:
         """The entry at POSIX `path` in a tree, (oid, mode), without reading the others."""

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 
 from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git import direct_tree, incremental, large, private_index, unchanged, watch_view
+from git_agentckpt.git.changed_since import changed_between
 from git_agentckpt.git.files import write_if_changed
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
@@ -210,10 +211,7 @@ def _add_and_write(
         tree = run_git([*config, "write-tree"], cwd=repo.workdir, env=env).stdout.decode().strip()
     incremental.finish(base, chosen, tree)
     unchanged.remember(base, tree)
-    changed: frozenset[str] = frozenset()
-    if base_tree is not None:  # a tree diff skips the subtrees both share: no process
-        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
-    return tree, changed
+    return tree, changed_paths(repo, base_tree, tree)
 
 
 def _finish_direct(
@@ -231,10 +229,7 @@ def _finish_direct(
     incremental.finish(base, chosen, direct.tree, sorted(behind))
     if behind:
         unchanged.forget(base)
-    changed: frozenset[str] = frozenset()
-    if base_tree is not None:
-        changed = frozenset(c.path for c in repo.diff_trees(base_tree, direct.tree))
-    return direct.tree, changed
+    return direct.tree, changed_paths(repo, base_tree, direct.tree)
 
 
 def _update_changed(
@@ -353,10 +348,15 @@ def snapshot_unless_unchanged(
             tree = unchanged.last_tree_if_unchanged(repo, base, env, config)
     if tree is None:
         return (*snapshot_and_changes(repo, secret_paths, base_tree), False)
-    changed: frozenset[str] = frozenset()
-    if base_tree is not None:
-        changed = frozenset(c.path for c in repo.diff_trees(base_tree, tree))
-    return tree, changed, True
+    return tree, changed_paths(repo, base_tree, tree), True
+
+
+def changed_paths(repo: GitRepo, base_tree: str | None, tree: str) -> frozenset[str]:
+    """The files that differ between `base_tree` (None: nothing asked) and `tree`, from
+    the last answer for that base when there is one (`changed_since.py`)."""
+    if base_tree is None:
+        return frozenset()
+    return changed_between(repo, agent_dir(repo), base_tree, tree)
 
 
 def large_files(repo: GitRepo) -> list[large.LargeFile]:

@@ -38,6 +38,7 @@ from git_agentckpt.git.convert import REGULAR, CheckoutBytes, checkout_bytes
 from git_agentckpt.git.repo import GitRepo, TreeFile
 from git_agentckpt.git.restore import export_tree
 from git_agentckpt.git.tree_check import check_tree
+from git_agentckpt.git.worktree import changed_paths
 from git_agentckpt.model import JSON
 from git_agentckpt.recovery.verify import FileAction, VerifyStep, restore_actions
 from git_agentckpt.store.checkpoints import (
@@ -71,7 +72,7 @@ class AssertionRun:
 
 def _changed(repo: GitRepo, ckpt: Checkpoint, tree: str) -> frozenset[str]:
     base = repo.empty_tree() if ckpt.baseline is None else repo.read_commit(ckpt.baseline).tree
-    return frozenset(c.path for c in repo.diff_trees(base, tree))
+    return changed_paths(repo, base, tree)
 
 
 def run_assertions(
