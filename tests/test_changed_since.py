@@ -103,3 +103,49 @@ def test_a_damaged_memo_is_ignored(tmp_path: Path) -> None:
     assert changed_between(g, agent, base, tree) == {"a", "b"}
     os.unlink(memo)
     assert changed_between(g, agent, base, base) == set()
+
+
+def test_property_the_tree_diff_is_libgit2s(tmp_path: Path) -> None:
+    """`GitRepo.diff_trees` (which never reads a subtree both sides share) against
+    libgit2's own tree diff, with and without type changes."""
+    import pygit2
+
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    g = GitRepo.discover(str(root))
+    raw = pygit2.Repository(str(root))
+
+    def libgit2s(old: str, new: str, typed: bool) -> list[tuple[str, str, int, int]]:
+        flags = pygit2.enums.DiffOption.INCLUDE_TYPECHANGE if typed else 0
+        diff = raw[old].diff_to_tree(raw[new], flags=flags)
+        letters = {1: "A", 2: "D", 3: "M", 8: "T"}
+        return sorted(
+            (
+                d.new_file.path if d.status != 2 else d.old_file.path,
+                letters[int(d.status)],
+                int(d.old_file.mode),
+                int(d.new_file.mode),
+            )
+            for d in diff.deltas
+        )
+
+    @settings(max_examples=80, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(edits, edits)
+    def scenario(first: list[Edit], second: list[Edit]) -> None:
+        files: dict[str, tuple[str, int]] = {}
+        for edit in first:
+            apply(files, edit)
+        old = tree_of(g, files)
+        for edit in second:
+            apply(files, edit)
+        new = tree_of(g, files)
+        for typed in (False, True):
+            ours = sorted(
+                (c.path, c.status, c.old_mode, c.new_mode)
+                for c in g.diff_trees(old, new, type_changes=typed)
+            )
+            assert ours == libgit2s(old, new, typed), (first, second, typed)
+
+    scenario()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, cast
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffOption, FileMode, ObjectType
+from pygit2.enums import FileMode, ObjectType
 
 from git_agentckpt.errors import (
     CorruptError,
@@ -39,14 +39,13 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 TREE_CACHE_LIMIT = 1 << 20
 pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
 
-_STATUS = {
-    DeltaStatus.ADDED: "A",
-    DeltaStatus.DELETED: "D",
-    DeltaStatus.MODIFIED: "M",
-    DeltaStatus.TYPECHANGE: "T",
-    DeltaStatus.RENAMED: "R",
-    DeltaStatus.COPIED: "C",
-}
+_TREE_MODE = 0o040000
+
+
+def _kind(mode: int) -> int:
+    """A file's type as git's diff tells a type change: regular, link or gitlink."""
+    return mode & 0o170000
+
 
 
 class CommitInfo(NamedTuple):  # a tuple: made for each commit of a long log, made fast
@@ -432,30 +431,60 @@ class GitRepo(RefMoves):
     def diff_trees(
         self, old_tree: str, new_tree: str, *, type_changes: bool = False
     ) -> list[Change]:
-        """The files that differ between two trees.
+        """The files that differ between two trees, in path order.
 
         A path whose type changed (file <-> symlink, file <-> gitlink) is a delete
         and an add, as restore writes it, unless `type_changes`: then one `T`
-        change, as `git diff` shows it.
+        change, as `git diff` shows it. A subtree with the same id on both sides is
+        never read: the cost follows the directories on a changed path (libgit2's
+        own tree diff reads every entry of both trees, ~4 ms at 50k files even for
+        two trees that differ in one file).
         """
-        if old_tree == new_tree:
-            return []
-        a = self._lookup(old_tree)
-        b = self._lookup(new_tree)
-        if not isinstance(a, pygit2.Tree) or not isinstance(b, pygit2.Tree):
-            raise CorruptError("diff needs two trees")
-        flags = DiffOption.INCLUDE_TYPECHANGE if type_changes else DiffOption.NORMAL
-        diff = a.diff_to_tree(b, flags=flags)
-        out = []
-        for d in diff.deltas:
-            status = _STATUS.get(d.status, "M")
-            old_id = None if status == "A" else str(d.old_file.id)
-            new_id = None if status == "D" else str(d.new_file.id)
-            path = d.new_file.path if status != "D" else d.old_file.path
-            out.append(
-                Change(status, path, old_id, new_id, int(d.old_file.mode), int(d.new_file.mode))
-            )
+        out: list[Change] = []
+        self._diff_into(old_tree, new_tree, "", type_changes, out)
+        out.sort(key=lambda c: c.path)
         return out
+
+    def _entries(self, tree_id: str | None) -> dict[str, tuple[str, int]]:
+        if tree_id is None:
+            return {}
+        tree = self._lookup(tree_id)
+        if not isinstance(tree, pygit2.Tree):
+            raise CorruptError(f"object {tree_id} is not a tree")
+        return {str(e.name): (str(e.id), int(e.filemode)) for e in tree}
+
+    def _diff_into(
+        self, old: str | None, new: str | None, prefix: str, typed: bool, out: list[Change]
+    ) -> None:
+        if old == new:
+            return
+        before, after = self._entries(old), self._entries(new)
+        for name in before.keys() | after.keys():
+            was, now = before.get(name), after.get(name)
+            if was == now:
+                continue
+            path = prefix + name
+            old_sub = was[0] if was is not None and was[1] == _TREE_MODE else None
+            new_sub = now[0] if now is not None and now[1] == _TREE_MODE else None
+            if old_sub is not None or new_sub is not None:
+                self._diff_into(old_sub, new_sub, path + "/", typed, out)
+            was_file = was if old_sub is None else None
+            now_file = now if new_sub is None else None
+            if was_file is None and now_file is None:
+                continue
+            if was_file is None and now_file is not None:
+                out.append(Change("A", path, None, now_file[0], 0, now_file[1]))
+            elif was_file is not None and now_file is None:
+                out.append(Change("D", path, was_file[0], None, was_file[1], 0))
+            elif was_file is None or now_file is None:
+                continue  # both absent: handled above
+            elif _kind(was_file[1]) == _kind(now_file[1]):
+                out.append(Change("M", path, was_file[0], now_file[0], was_file[1], now_file[1]))
+            elif typed:
+                out.append(Change("T", path, was_file[0], now_file[0], was_file[1], now_file[1]))
+            else:
+                out.append(Change("D", path, was_file[0], None, was_file[1], 0))
+                out.append(Change("A", path, None, now_file[0], 0, now_file[1]))
 
     def config_values(self, keys: Sequence[str]) -> list[str | None]:
         """Several config values read from one config object (None: not set)."""
