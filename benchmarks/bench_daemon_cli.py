@@ -209,6 +209,8 @@ def row_checkpoint(args: argparse.Namespace, root: Path) -> list[str]:
 
         def ours_round(i: int = i) -> None:
             for name in names:
+                if args.settle_between:
+                    settle(env, repo)
                 if name == "create":
                     ours[name].append(timed_call(repo, env, "create", "-t", TASK))
                 else:
@@ -473,6 +475,9 @@ def main() -> int:
     parser.add_argument("--since", type=int, default=1000)
     parser.add_argument("--repos", type=int, default=20)
     parser.add_argument("--target", default="")
+    parser.add_argument(
+        "--settle-between", action="store_true", help="a burst's calls spaced (a profile)"
+    )
     parser.add_argument("--keep", default=os.path.join(tempfile.gettempdir(), "ckpt-bench-repos"))
     args = parser.parse_args()
     Path(args.keep).mkdir(parents=True, exist_ok=True)

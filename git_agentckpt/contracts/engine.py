@@ -349,14 +349,22 @@ def _check_events(
 
 
 def _changed_paths(
-    ck: Workspace, t: TaskName | None, contract: Contract | None, base_tree: str
+    ck: Workspace,
+    t: TaskName | None,
+    contract: Contract | None,
+    base_tree: str,
+    scanned: str | None = None,
 ) -> tuple[str, frozenset[str]]:
     """The working tree as a snapshot would see it, and the paths changed since
     `base_tree`: the snapshot comparison, untracked large files, and (with a task)
     the watched files no snapshot holds. When nothing changed since the last snapshot,
-    its tree is used as it is (`snapshot_unless_unchanged`: no `add -A`)."""
+    its tree is used as it is (`snapshot_unless_unchanged`: no `add -A`); `scanned` is
+    a snapshot the caller took a moment ago (the `Stop` hook's checkpoint): used as it is."""
     repo = ck.repo
-    tree, changed, _ = snapshot_unless_unchanged(repo, ck.settings.secret_paths, base_tree)
+    if scanned is not None:
+        tree, changed = scanned, changed_paths(repo, base_tree, scanned)
+    else:
+        tree, changed, _ = snapshot_unless_unchanged(repo, ck.settings.secret_paths, base_tree)
     # untracked files above the size cap are not in `tree`, but they are there: they
     # count as any untracked file does (added since the baseline)
     changed = changed | {f.path for f in large_files(repo)}
@@ -382,15 +390,18 @@ def _context(ck: Workspace, contract: Contract | None, changed: frozenset[str]) 
     return CheckContext(Path(repo.workdir), changed_paths=changed, command_runner=runner)
 
 
-def run_check_now(ck: Workspace, task: str | TaskName | None) -> CheckOutcome:
-    """The body of `git ckpt check [TASK]` (see the module doc); returns, never prints."""
+def run_check_now(
+    ck: Workspace, task: str | TaskName | None, scanned: str | None = None
+) -> CheckOutcome:
+    """The body of `git ckpt check [TASK]` (see the module doc); returns, never prints.
+    `scanned`: the tree of a full snapshot taken just before (no second scan)."""
     repo = ck.repo
     contract = _relative(load_contract(repo.workdir), repo.workdir)
     name = task.name if isinstance(task, TaskName) else task
     t = _task_for_check(ck, name)
     baseline = _baseline(ck, t)
     base_tree = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
-    tree, changed = _changed_paths(ck, t, contract, base_tree)
+    tree, changed = _changed_paths(ck, t, contract, base_tree, scanned)
     report = evaluate(contract, _context(ck, contract, changed))
     if t is None:
         return CheckOutcome(report, None, baseline, tree, len(changed))

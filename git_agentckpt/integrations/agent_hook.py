@@ -317,6 +317,7 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
     from git_agentckpt.contracts.engine import run_check_now
 
     task = found.task.name
+    scanned: str | None = None  # the tree the checkpoint just read from the disk
     try:
         made = ws.create(
             task,
@@ -324,10 +325,11 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
             trigger="turn_end",
             actor=call.agent,
         )
-        outcome = f"checkpoint {made.id} (full, turn_end)"
+        outcome = f"checkpoint {made.id} ({made.kind}, turn_end)"
+        scanned = made.tree if made.kind == "full" else None
     except RecoveringError:
         outcome = "no checkpoint: the task is recovering"
-    checked = run_check_now(ws, task)
+    checked = run_check_now(ws, task, scanned)
     blocking = [r for r in checked.report.results if r.blocking]
     if not blocking:
         return HookReply({}, f"{outcome}; check passed")
