@@ -117,8 +117,9 @@ def test_property_the_tree_diff_is_libgit2s(tmp_path: Path) -> None:
     raw = pygit2.Repository(str(root))
 
     def libgit2s(old: str, new: str, typed: bool) -> list[tuple[str, str, int, int]]:
-        flags = pygit2.enums.DiffOption.INCLUDE_TYPECHANGE if typed else 0
-        diff = raw[old].diff_to_tree(raw[new], flags=flags)
+        Opt = pygit2.enums.DiffOption
+        flags = Opt.INCLUDE_TYPECHANGE if typed else Opt.NORMAL
+        diff = raw[old].peel(pygit2.Tree).diff_to_tree(raw[new].peel(pygit2.Tree), flags=flags)
         letters = {1: "A", 2: "D", 3: "M", 8: "T"}
         return sorted(
             (

@@ -157,6 +157,28 @@ def test_source_drift_stops_then_restore_or_accept(repo: Path, person_at_termina
     assert (repo / "src" / "app.py").read_text() == "print('keep me')\n"
 
 
+def test_resume_restore_is_ready_and_the_brief_names_the_restored_file(repo: Path) -> None:
+    """Issue 24's repro: a step started, a tracked file edited, `resume --restore`: ready
+    (exit 0), the file as the checkpoint has it, and the brief names it, file by file.
+    Through the daemon this exited 10 after every restore: the call's child judged the
+    restored tree by the watcher's picture from before its own writes."""
+    write(repo / "src" / "m3.py", "original\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "m3")
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one", "--step", "s2:two")
+    ckpt(repo, "step", "start", "t", "s1")
+    write(repo / "src" / "m3.py", "edited by hand\n")
+    out = ckpt(repo, "resume", "t", "--restore", ok=False)
+    assert out.exit_code == 0, out.output
+    assert (repo / "src" / "m3.py").read_text() == "original\n"
+    assert "restored     src/m3.py (restore)" in out.stdout
+    assert "still differ" not in out.output
+    brief = out.stdout[out.stdout.index("# Recovery brief: t") :]
+    assert "src/m3.py" in brief.split("## What recovery did", 1)[1]
+    again = ckpt_json(repo, "resume", "t")
+    assert again["verify"]["clean"] is True
+
+
 def test_failing_assertion_rolls_back_two_checkpoints(repo: Path) -> None:
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
     write(repo / "model.py", "GOOD\n")

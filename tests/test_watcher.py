@@ -404,3 +404,20 @@ def test_a_link_that_became_a_directory_below_a_removed_one_is_no_full_scan() ->
     `update-index --remove` refused ("is a directory"), so the snapshot fell back to a
     full scan. It is removed by name first, as a file that became a directory is."""
     checkpoint_after_each([[("dirlink", "d/f", "d")], [("rmdir", "d"), ("write", "d/f/g.py", "1")]])
+
+
+def test_the_barrier_vouches_only_after_its_cookie(
+    watched: tuple[Path, Path, watcher.TreeWatcher],
+) -> None:
+    """No view for a cookie whose event was never read (one never made), nor for more
+    changed paths than a reply carries: the snapshot then scans in full."""
+    root, _, live = watched
+    snapshot_equals_full_scan(root, "first")
+    assert live.answer("never-made") is None
+    assert "did not see the barrier's cookie" in (root / ".git" / "agent" / "watch.log").read_text()
+    assert InProcess(live).view() is not None  # a cookie made and seen
+    for i in range(watcher.MAX_VIEW_PATHS + 1):
+        write(root / "d" / f"many{i}.txt", "x\n")  # in a watched directory: one path each
+    assert InProcess(live).view() is None
+    snapshot_equals_full_scan(root, "after many")
+    assert not list((root / ".git" / "agent" / "cookies").iterdir())  # none left behind

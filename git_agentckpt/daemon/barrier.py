@@ -19,11 +19,10 @@ import json
 import os
 
 from git_agentckpt.daemon import client
-from git_agentckpt.daemon.find import PROTOCOL, agent_dir
+from git_agentckpt.daemon.find import PROTOCOL, agent_dir, timeout_seconds
 from git_agentckpt.daemon.watcher import COOKIES, TreeWatcher
 from git_agentckpt.git.watch_view import WatchView, log_line
 
-TIMEOUT = 2.0  # seconds to wait for the daemon's answer; then a full scan
 _counter = itertools.count()
 
 
@@ -50,7 +49,8 @@ class Barrier:
         cookie = make_cookie(agent_dir(self.git_dir))
         if cookie is None:
             return None
-        reply = client.ask(self.git_dir, ["view", PROTOCOL, "*", cookie], TIMEOUT)
+        timeout = timeout_seconds(os.environ)  # then a full scan
+        reply = client.ask(self.git_dir, ["view", PROTOCOL, "*", cookie], timeout)
         if reply is None or reply[0] != "V":
             log_line(agent_dir(self.git_dir), "full scan: the daemon did not answer the barrier")
             return None

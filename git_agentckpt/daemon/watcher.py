@@ -39,6 +39,10 @@ from git_agentckpt.git.watch_view import WatchView, log_line, read_stamp_seq
 
 MAX_PATHS = 20_000  # distinct changed paths kept; more: the next snapshot scans in full
 COOKIES = "cookies"  # in the agent directory: the barrier's files (daemon/barrier.py)
+# changed paths a view may carry (its reply must fit a socket's buffer, ~200 KB, sent
+# without blocking the daemon); more: no view, and the snapshot scans in full, as it
+# would anyway beyond `incremental.MAX_PATHSPECS`
+MAX_VIEW_PATHS = 2_000
 MAX_COOKIES = 4096  # cookies seen and not yet asked about (a child killed in between)
 _REMOTE_FS = (
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre",
@@ -171,6 +175,9 @@ class TreeWatcher:
             return None
         self.prune(read_stamp_seq(self.agent_dir, self.watcher_id))
         if self.disabled or not self.ready:
+            return None
+        if len(self.changed) + len(self.nested) > MAX_VIEW_PATHS:
+            self._log(f"full scan: more than {MAX_VIEW_PATHS} paths changed since the stamp")
             return None
         return WatchView(
             self.watcher_id, self.seq, self.full_before, dict(self.changed), frozenset(self.nested)
