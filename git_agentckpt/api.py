@@ -164,9 +164,11 @@ class Checkpointer(SharedCalls):
         force: bool = False,
         risk: str | None = None,
         pre_expensive: Callable[[], bool] | None = None,
+        redo: bool = False,
     ) -> Event:
         """`step.start`; a high-risk step first gets a full `pre_expensive_step` checkpoint
-        when the policy says so. Starting a done step raises the drift alarm at once."""
+        when the policy says so. Starting a done step without `redo` raises the drift
+        alarm at once."""
 
         def policy_wants_it() -> bool:
             from git_agentckpt.tick import load_policy
@@ -175,7 +177,7 @@ class Checkpointer(SharedCalls):
 
         try:
             started = super().step_start(
-                task, step_id, force, risk, pre_expensive or policy_wants_it
+                task, step_id, force, risk, pre_expensive or policy_wants_it, redo
             )
         except StepNotStartable as exc:
             if exc.status == "done":
@@ -237,6 +239,22 @@ class Checkpointer(SharedCalls):
                 exc.add_note(f"git ckpt: step {step_id} not marked failed: {lost.one_line()}")
             raise
         run.checkpoint = self.step_done(t, step_id, run.outputs)
+
+    def constraints_in_force(self, task: str) -> list[str]:
+        """The ids of every constraint the brief, `check`, the Stop hook and `confirm`
+        enforce for `task`: its contract's (now, and at the checkpoint a recovery started
+        from), then the ids its state names. A contract that does not parse is warned of,
+        and only the state's ids are given."""
+        from git_agentckpt.contracts.engine import load_contract
+        from git_agentckpt.recovery.context import constraints_for_state
+
+        state = self.state(task)
+        try:
+            contract = load_contract(self.repo.workdir)
+        except CkptError as exc:
+            self.store.warn(exc.one_line())
+            contract = None
+        return [str(c["id"]) for c in constraints_for_state(self.repo, contract, state)]
 
     # -- use cases ---------------------------------------------------------------------
 

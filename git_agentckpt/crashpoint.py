@@ -20,27 +20,24 @@ import signal
 ENV = "GIT_CKPT_CRASH_AT"
 
 POINTS = (
-    # checkpoint creation (design section 2), in write-ahead order
-    "checkpoint.objects",  # tree and commit written, nothing points at them
-    "checkpoint.notes",  # state and assertion notes written
-    "checkpoint.prepare",  # checkpoint.prepare appended
-    "checkpoint.ref",  # the ref moved (the commit point), checkpoint.commit not yet logged
+    # checkpoint creation (design section 2): one transaction
+    "checkpoint.objects",  # its commit, notes and events written, no ref moved yet
+    "checkpoint.ref",  # the transaction committed: every ref moved
     # a batch of objects written as one pack (git/object_batch.py)
     "objects.pack",  # the pack in place, its index not yet (git sees no pack)
     # one event-log append
     "event.object",  # the event commit written, the log ref not yet moved
     "event.ref",  # the log ref moved
-    # `step done`: step.end logged, its checkpoint not yet begun
-    "step.end",
     # restore (api.py; also reached by `resume --restore` and rollbacks)
     "restore.safety",  # the safety checkpoint taken (when one is needed), nothing written yet
+    "restore.logged",  # workspace.restore (the intent) logged, no file written yet
     "restore.write",  # after each file written (deletions are done by then)
-    "restore.logged",  # every file written and workspace.restore logged
+    "restore.done",  # every file written and workspace.restored logged
     # resume (recovery/flow.py)
     "resume.verified",  # the workspace verified (restored if asked), no recovery.* event yet
-    "resume.checkpoint",  # the resume checkpoint committed, no report, no commit event yet
-    "resume.report",  # the recovery report stored; its checkpoint.commit and recovery.ready
-    # not yet logged (one commit, after it)
+    "resume.checkpoint",  # the resume's transaction built (checkpoint, report, events), not
+    # committed
+    "resume.report",  # a resume that stops or finishes: its report built, not yet stored
     # confirm (recovery/confirming.py)
     "confirm.checked",  # the restatement checked, nothing written yet
     "confirm.logged",  # verdict and state.update logged, the report not yet updated

@@ -82,8 +82,24 @@ class UnknownVersion(CorruptError):
     pass
 
 
-class RecoveringError(CkptError):
+class TaskPaused(CkptError):
+    """The task waits for its recovery: nothing moves it, no checkpoint of its own is
+    taken. `status` is the task's (`recovering`, `not_ready`)."""
+
+    status = "paused"
+
+
+class RecoveringError(TaskPaused):
     exit_status = Exit.RECOVERING
+    status = "recovering"
+
+
+class NotReadyError(TaskPaused):
+    """The task is not ready: a resume stopped for a person, or a block constraint failed
+    at it (`lifecycle.not_ready`)."""
+
+    exit_status = Exit.NOT_READY
+    status = "not ready"
 
 
 class OperationFailed(CkptError):

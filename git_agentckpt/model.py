@@ -12,14 +12,26 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from git_agentckpt.errors import BadStateError, UnknownVersion
+from git_agentckpt.lifecycle import (
+    STEP_MOVES,
+    STEP_STATUSES,
+    TASK_MOVES,
+    TASK_STATUSES,
+    MoveRefused,
+    patch_move,
+    step_move,
+    task_move,
+)
 from git_agentckpt.paths import store_json
 
 FORMAT_VERSION = 1
 JSON = Any  # a JSON value (dict/list/str/int/float/bool/None)
 
-TASK_STATUSES = ("active", "recovering", "done", "failed")
-STEP_STATUSES = ("pending", "in_progress", "done", "failed", "skipped")
 StepStatus = Literal["pending", "in_progress", "done", "failed", "skipped"]
+START_MOVES = {"pending": "start", "in_progress": "restart", "failed": "retry"}
+# the moves a `state.update` of the tool or a person makes (`data.move`); the agent's
+# state.update events carry a patch and no move
+TOOL_UPDATES = ("block", "confirm")
 STATE_EVENTS = ("task.start", "step.start", "step.end", "state.update")
 REFUSED_START_EVENT = "step.start_refused"  # `step start` refused a done or skipped step
 
@@ -341,39 +353,46 @@ def check_update(old: Mapping[str, JSON], new: Mapping[str, JSON]) -> None:
 def check_external_patch(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> None:
     """Refuse a patch from outside (`create --state`) that claims what only the tool decides.
 
-    A step is done only when its step-end checkpoint commits (`step done`), and
-    stays done until `step start --redo` or a rollback; a task becomes
-    `recovering` only by resume and leaves it only by confirm (design section 1).
+    Every status it sets is a move of the state machine that a patch may make
+    (`lifecycle.py`: skip a step, give a task up or revive it). A step is done only
+    when its step-end checkpoint commits (`step done`), and stays done until `step
+    start --redo` or a rollback; a task becomes `recovering` only by resume and leaves
+    it only by confirm (design section 1).
     """
     steps = patch.get("steps")
-    if isinstance(steps, list):
-        for item in steps:
-            if not isinstance(item, dict) or "status" not in item:
-                continue
-            sid = item.get("id")
-            before = find_step(old, sid) if isinstance(sid, str) else None
-            was = before.get("status") if before is not None else None
-            if item["status"] == "done" and was != "done":
-                raise BadStateError(
-                    f"a state patch cannot mark step {sid!r} done",
-                    hint=f"run `git ckpt step done {old.get('task')} {sid}`: its checkpoint "
-                    "is what makes a step done",
-                )
-            if was == "done" and item["status"] != "done":
-                raise BadStateError(
-                    f"a state patch cannot reopen done step {sid!r}",
-                    hint="a done step stays done until a redo or a rollback reopens it",
-                )
+    for item in steps if isinstance(steps, list) else []:
+        if not isinstance(item, dict) or "status" not in item:
+            continue
+        sid = item.get("id")
+        before = find_step(old, sid) if isinstance(sid, str) else None
+        was = str(before.get("status")) if before is not None else "pending"
+        if item["status"] != was and patch_move(STEP_MOVES, was, str(item["status"])) is None:
+            raise MoveRefused(
+                f"a state patch cannot move step {sid!r} from {was} to {item['status']}",
+                hint=_patch_hint(str(old.get("task")), sid, str(item["status"])),
+            )
     if "worktree" in patch or "recovery" in patch:
         raise BadStateError(
             "a state patch cannot set 'worktree' or 'recovery': the tool records them"
         )
     status = patch.get("status")
-    if status is not None and status != old.get("status") and status in ("done", "recovering"):
-        raise BadStateError(
-            f"a state patch cannot set the task status to {status!r}",
-            hint="a task is done when its last step is done; recovering is set by resume",
+    was = str(old.get("status"))
+    if status is not None and status != was and patch_move(TASK_MOVES, was, str(status)) is None:
+        raise MoveRefused(
+            f"a state patch cannot move the task from {was} to {status}",
+            hint="a task is done when its last step is done; recovering is set by resume "
+            "and left by confirm; a patch may only give an active task up (failed) or "
+            "revive a failed one (active)",
         )
+
+
+def _patch_hint(task: str, step: JSON, target: str) -> str:
+    if target == "done":
+        return f"run `git ckpt step done {task} {step}`: its checkpoint is what makes a step done"
+    return (
+        "a patch may only skip a pending or failed step; a done step stays done until a "
+        "redo or a rollback reopens it"
+    )
 
 
 def merge_update(old: Mapping[str, JSON], patch: Mapping[str, JSON]) -> dict[str, JSON]:
@@ -444,12 +463,15 @@ def check_external_event_type(type_: str) -> None:
         )
 
 
-def apply_event(state: dict[str, JSON] | None, event: Event) -> dict[str, JSON] | None:
+def apply_event(
+    state: dict[str, JSON] | None, event: Event | NewEvent
+) -> dict[str, JSON] | None:
     """Replay one state-changing event logged after the latest checkpoint.
 
-    Raises BadStateError for an event the state cannot take (a second
-    `task.start`, a patch that marks a step done or drops a constraint, an
-    unknown step); the caller reports and skips it. Other types change nothing.
+    Raises a CkptError for an event the state cannot take (a second `task.start`, a
+    move the state machine does not allow from the current status, a patch that drops
+    a constraint, an unknown step); the caller reports and skips it. Other types
+    change nothing.
     """
     if event.type not in STATE_EVENTS:
         return state
@@ -463,23 +485,45 @@ def apply_event(state: dict[str, JSON] | None, event: Event) -> dict[str, JSON] 
     if state is None:
         return None
     if event.type == "state.update":
-        patch = event.data.get("patch")
-        if not isinstance(patch, dict):
-            raise BadStateError("a state.update without a patch object")
-        check_external_patch(state, patch)
-        return merge_update(state, patch)
+        return _apply_update(state, event.data)
     step_id = event.links.get("step")
     step = find_step(state, step_id) if isinstance(step_id, str) else None
     if step is None:
         raise BadStateError(f"{event.type} of a step the task does not have: {step_id!r}")
-    if step["status"] == "done" and not (event.type == "step.start" and event.data.get("redo")):
-        # a done step stays done until an explicit redo; a stray start is a drift signal
-        raise BadStateError(f"{event.type} of step {step_id!r}, which is done")
+    now = str(step["status"])
     if event.type == "step.start":
+        name = "redo" if event.data.get("redo") else START_MOVES.get(now, "start")
+        step_move(str(step_id), now, name)
         step["status"] = "in_progress"
         state["current_step"] = step_id
+        if state.get("status") == "done":  # a redo reopens a finished task
+            state["status"] = "active"
     elif event.data.get("status") == "failed":
+        step_move(str(step_id), now, "fail")
         # "done" only counts once its checkpoint commits; a logged failure counts at once
         step["status"] = "failed"
         step["outputs"] = event.data.get("outputs")
+    else:
+        step_move(str(step_id), now, "done")  # counts when its checkpoint commits
     return normalize_state(state)
+
+
+def _apply_update(state: dict[str, JSON], data: Mapping[str, JSON]) -> dict[str, JSON]:
+    """A `state.update`: an agent's patch (its moves checked as `create --state` checks
+    them), or a move of the tool's or a person's (`move`: block, confirm) to its target."""
+    patch = data.get("patch")
+    if not isinstance(patch, dict):
+        raise BadStateError("a state.update without a patch object")
+    move = data.get("move")
+    if move is None:
+        check_external_patch(state, patch)
+        return merge_update(state, patch)
+    if move not in TOOL_UPDATES:
+        raise BadStateError(f"a state.update with an unknown move {move!r}")
+    made = task_move(str(state.get("task")), str(state.get("status")), str(move))
+    if patch.get("status") != made.target:
+        raise BadStateError(f"a state.update {move} that does not set status {made.target}")
+    new = merge_update({k: v for k, v in state.items() if k != "recovery"}, patch)
+    if "recovery" not in patch and isinstance(state.get("recovery"), dict):
+        new["recovery"] = state["recovery"]
+    return new

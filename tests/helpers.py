@@ -129,6 +129,34 @@ def forge_event(repo: Path, task: str, type_: str, payload: dict[str, Any] | Non
     log.append(TaskName(task), [NewEvent.from_payload(type_, payload or {}, None)])
 
 
+def forge_checkpoint(
+    repo: Path, tree: str, task: str = "t", assertions: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A full checkpoint of `tree` (any tree object, crafted ones included), as another
+    clone's trail could hold it: written below the facade, as `forge_event` writes an
+    event. The task is started first if nobody did; `assertions` are `--assert` specs.
+    Returns the checkpoint's JSON (`create --json` without `seconds`)."""
+    import git_agentckpt
+    from git_agentckpt.api import parse_assertion_specs
+    from git_agentckpt.store.checkpoints import Draft, Plan
+    from git_agentckpt.store.refs import TaskName
+    from git_agentckpt.store.state import read_task
+
+    ck = git_agentckpt.open(str(repo))
+    t = TaskName(task)
+    if ck.store.tip(t) is None:
+        ck.task_start(task, "forged")
+
+    def plan() -> Plan:
+        view = read_task(ck.store, ck.log, t)
+        assert view.state is not None and view.tip is not None
+        return Plan(view.state, [], view.head, view.tip.commit)
+
+    checks = parse_assertion_specs(assertions)
+    draft = Draft("forged", False, "manual", None, plan, assertions=checks, tree=tree)
+    return ck.store.create(t, draft).to_json()
+
+
 class Gate:
     """A start barrier for processes, on a pipe instead of a clock.
 

@@ -173,6 +173,8 @@ def test_compact_returns_the_brief_with_every_constraint_and_the_next_step(
 
 
 def test_resume_runs_the_five_steps_and_returns_their_brief(task_repo: Path) -> None:
+    write(task_repo / "results" / "summary.md", "the report\n")  # its block constraint passes
+    ckpt(task_repo, "create", "-t", "exp", "-m", "the report written")
     out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
     context = out["hookSpecificOutput"]["additionalContext"]
     assert "task exp was resumed" in context
@@ -199,7 +201,34 @@ def test_resume_after_drift_reports_each_file_and_restores_nothing(task_repo: Pa
     # nothing was restored
     assert (task_repo / "src" / "app.py").read_text() == "print('changed by the killed session')\n"
     assert (task_repo / "notes.txt").exists()
+    # not ready until a person decides: no Stop checkpoint records the drift meanwhile
+    assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "not_ready"
+    assert hook(task_repo, "Stop", claude("Stop", stop_hook_active=False)) != {}
+    assert "no checkpoint: the task is not ready" in hooks_log(task_repo)[-1][4]
+    assert "resume" not in [c["trigger"] for c in checkpoints(task_repo, "exp")]
+    assert all(c["trigger"] != "turn_end" for c in checkpoints(task_repo, "exp"))
+
+
+def test_a_codex_session_that_stopped_cleanly_is_continued_not_recovered(
+    task_repo: Path,
+) -> None:
+    """Issue 25, item 6: Codex sends no SessionEnd; `codex exec resume --last` after a
+    clean exit ran the whole resume and left the task recovering. The Stop that let the
+    last turn end is the clean end; a turn begun since (its prompt) and never stopped is a
+    kill."""
+    codex = {"session_id": "codex-1", "cwd": str(task_repo), "transcript_path": ""}
+    hook(task_repo, "SessionStart", {**codex, "hook_event_name": "SessionStart"}, "codex")
+    hook(task_repo, "UserPromptSubmit", {**codex, "hook_event_name": "UserPromptSubmit"}, "codex")
+    write(task_repo / "results" / "summary.md", "turn one\n")
+    hook(task_repo, "Stop", {**codex, "hook_event_name": "Stop"}, "codex")
+    again = {**codex, "hook_event_name": "SessionStart", "source": "resume"}
+    context = hook(task_repo, "SessionStart", again, "codex")["hookSpecificOutput"]
+    assert "this session continues one that ended cleanly" in context["additionalContext"]
     assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "active"
+    hook(task_repo, "UserPromptSubmit", {**codex, "hook_event_name": "UserPromptSubmit"}, "codex")
+    write(task_repo / "notes.txt", "half-written by the killed turn\n")
+    context = hook(task_repo, "SessionStart", again, "codex")["hookSpecificOutput"]
+    assert "task exp was NOT resumed" in context["additionalContext"]
 
 
 def test_continued_after_a_clean_end_gets_the_brief_and_no_resume(task_repo: Path) -> None:
@@ -226,6 +255,7 @@ def test_after_a_kill_the_finished_turns_files_are_no_drift(task_repo: Path) -> 
     hook(task_repo, "SessionStart", claude("SessionStart", source="startup"))
     write(task_repo / "results" / "summary.md", "turn one\n")
     hook(task_repo, "Stop", claude("Stop", stop_hook_active=False))
+    hook(task_repo, "UserPromptSubmit", claude("UserPromptSubmit", prompt="go on"))
     write(task_repo / "notes.txt", "half-written by the killed turn\n")
     out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
     context = out["hookSpecificOutput"]["additionalContext"]
@@ -253,6 +283,8 @@ def test_compact_after_continue_the_sequence_claude_code_sends(
     """`claude -p /compact --continue`: SessionStart resume, PreCompact, SessionStart compact.
     While the task is recovering, PreCompact's checkpoint is taken all the same; the
     policy's and Stop's are not, and their hooks say so in the log, not to the agent."""
+    write(task_repo / "results" / "summary.md", "the report\n")  # its block constraint passes
+    ckpt(task_repo, "create", "-t", "exp", "-m", "the report written")
     hook(task_repo, "SessionStart", claude("SessionStart", source="resume", context_tokens=1002))
     assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "recovering"
     assert hook(task_repo, "PreCompact", claude("PreCompact", trigger="manual")) == {}

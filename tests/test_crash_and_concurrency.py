@@ -48,6 +48,12 @@ for i in range(1000):
 """
 
 
+def start_task(repo: Path, task: str) -> None:
+    import git_agentckpt
+
+    git_agentckpt.open(str(repo)).task_start(task, "g")
+
+
 def check_tip_complete(repo: Path, tip: str) -> None:
     msg = git(repo, "log", "-1", "--format=%B", tip)
     assert "Checkpoint-Id: " in msg and "Task: crash" in msg
@@ -61,14 +67,7 @@ def check_tip_complete(repo: Path, tip: str) -> None:
     git(repo, "cat-file", "-e", f"{tip}^{{tree}}")
 
 
-CREATE_POINTS = (
-    "checkpoint.objects",
-    "checkpoint.notes",
-    "checkpoint.prepare",
-    "checkpoint.ref",
-    "event.object",
-    "event.ref",
-)
+CREATE_POINTS = ("checkpoint.objects", "checkpoint.ref")  # before and after its transaction
 
 
 def current_tip(repo: Path, task: str) -> str | None:
@@ -99,7 +98,8 @@ def test_kill_9_at_each_step_of_create_leaves_old_or_complete_new(repo: Path) ->
     one and later ones): the tip is the old checkpoint or a complete new one."""
     for i in range(30):
         write(repo / "data" / f"f{i}.txt", f"{i}\n" * 50)
-    tips: list[str | None] = [None]
+    start_task(repo, "crash")
+    tips: list[str | None] = [current_tip(repo, "crash")]
     for point in CREATE_POINTS:
         for nth in (1, 3, 6):  # creates 1 (full), 2 (full) or 3 (light) of the loop
             write(repo / "src" / "app.py", f"print({point!r}, {nth})\n")
@@ -128,6 +128,7 @@ def test_kill_9_at_random_moments_of_create(repo: Path, long_run: bool) -> None:
     rng = random.Random(7)
     for i in range(30):
         write(repo / "data" / f"f{i}.txt", f"{i}\n" * 50)
+    start_task(repo, "crash")
     tips: list[str | None] = []
     for round_ in range(200):
         write(repo / "src" / "app.py", f"print({round_})\n")
@@ -158,8 +159,9 @@ while True:
 # restore.* are reached by the first resume of a round only (it restores the drift)
 RESUME_POINTS = (
     "restore.safety@1",
-    "restore.write@1",
     "restore.logged@1",
+    "restore.write@1",
+    "restore.done@1",
     "resume.verified@1",
     "resume.verified@2",
     "resume.checkpoint@1",
@@ -167,7 +169,7 @@ RESUME_POINTS = (
     "resume.report@1",
     "resume.report@3",
     "checkpoint.ref@3",
-    "event.ref@4",
+    "event.ref@2",
 )
 
 
@@ -230,6 +232,7 @@ for i in range(15):
 
 
 def test_concurrent_creates_on_one_task_keep_a_linear_chain(repo: Path) -> None:
+    start_task(repo, "both")
     procs = [
         subprocess.Popen([sys.executable, "-c", CONCURRENT_CREATE, str(repo), str(w)])
         for w in range(3)
@@ -238,23 +241,23 @@ def test_concurrent_creates_on_one_task_keep_a_linear_chain(repo: Path) -> None:
         assert p.wait(timeout=240) == 0
     chain = git(repo, "log", "--first-parent", "--format=%s", "refs/agent/checkpoints/both")
     subjects = [s for s in chain.splitlines() if s.startswith("checkpoint ")]
-    assert len(subjects) == 45  # none lost
+    assert len(subjects) == 46  # none lost (and the task's start)
     numbers = [int(s.split()[1]) for s in subjects]
-    assert numbers == list(range(45, 0, -1))  # linear, numbered without gaps
+    assert numbers == list(range(46, 0, -1))  # linear, numbered without gaps
     events = [
         json.loads(line)
         for line in git(repo, "log", "--format=%B", "refs/agent/events/both").splitlines()
         if line.startswith("{")
     ]
     committed = {e["links"]["checkpoint"] for e in events if e["type"] == "checkpoint.commit"}
-    assert len(committed) == 45
+    assert len(committed) == 46
 
 
 def test_a_killed_writers_stale_ref_lock_is_broken(repo: Path) -> None:
     import git_agentckpt
 
     ck = git_agentckpt.open(str(repo))
-    first = ck.create(task="locked", message="one")
+    first = ck.task_start("locked", "g")
     for ref in ("refs/agent/checkpoints/locked", "refs/agent/events/locked"):
         lock = repo / ".git" / (ref + ".lock")
         lock.write_text(first.commit + "\n")
@@ -273,7 +276,7 @@ def test_an_old_ref_lock_a_live_process_holds_is_never_broken(repo: Path) -> Non
     from git_agentckpt.errors import ConflictError
 
     ck = git_agentckpt.open(str(repo))
-    first = ck.create(task="held", message="one")
+    first = ck.task_start("held", "g")
     lock = repo / ".git" / "refs/agent/checkpoints/held.lock"
     lock.write_text(first.commit + "\n")
     old = time.time() - 60

@@ -23,7 +23,9 @@ from git_agentckpt.contracts.drift import (
 from git_agentckpt.contracts.engine import context_drop_setting, run_check_now
 from git_agentckpt.errors import UsageError
 from git_agentckpt.model import Event
+from git_agentckpt.store.checkpoints import Extra
 from git_agentckpt.store.refs import TaskName
+from git_agentckpt.store.workspace import Resumed
 
 T = TaskName("t")
 SEED = (
@@ -120,12 +122,11 @@ def test_restarting_a_step_reopened_by_a_checkpoint_is_no_drift(task: Checkpoint
     ck.step_done("t", "s1")
 
     # what a resume does: a checkpoint whose note sets the step back to pending
-    def reopen(state: dict[str, Any]) -> dict[str, Any]:
-        state["steps"][0]["status"] = "pending"
-        return state
-
-    ck.create("t", trigger="resume", _transform=reopen)
-    ck.step_start("t", "s1")
+    state = ck.state("t")
+    state["steps"][0]["status"] = "pending"
+    state["status"] = "recovering"
+    ck.resume_checkpoint(T, Resumed("resume", state, [], None, lambda _made: Extra()))
+    ck.step_start("t", "s1", force=True)
     assert detect_drift(ck.log, T) == []
 
 

@@ -100,6 +100,7 @@ def test_malformed_state_json(repo: Path) -> None:
 
 
 def test_note_of_unknown_version_fails_closed(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = json.loads(ckpt(repo, "create", "-t", "t", "--json").stdout)
     git(
         repo,
@@ -124,6 +125,7 @@ def test_real_git_ckpt_entry_point(repo: Path) -> None:
     bad = real_ckpt(repo, "show", "nope")
     assert bad.returncode == 3
     assert "Traceback" not in bad.stderr and bad.stderr.startswith("git ckpt: error:")
+    ckpt(repo, "task", "start", "sub", "--goal", "g")
     made = real_ckpt(repo, "create", "-t", "sub")
     assert made.returncode == 0 and len(made.stdout.strip()) == 26
 

@@ -62,6 +62,7 @@ def stored(repo: Path, commit: str, path: str) -> bytes:
 @pytest.mark.parametrize("kind", SHAPES)
 def test_restore_writes_what_git_checkout_writes(repo: Path, tmp_path: Path, kind: str) -> None:
     path = shape(repo, kind)
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t", "-m", "good")
     expected = checked_out(repo, tmp_path, first["commit"], path)
     assert expected != stored(repo, first["commit"], path)  # git converts this file
@@ -82,6 +83,7 @@ def test_restore_converts_by_the_attributes_of_the_checkpoint(repo: Path, tmp_pa
     """A `.gitattributes` restored with the files decides their bytes, as in checkout."""
     write(repo / ".gitattributes", "*.txt text eol=crlf\n")
     write(repo / "a.txt", "one\r\ntwo\r\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     (repo / ".gitattributes").unlink()
     write(repo / "a.txt", "changed\n")
@@ -97,6 +99,7 @@ def test_odd_names_are_converted_too(repo: Path, tmp_path: Path) -> None:
     for name in names:
         (repo / name).parent.mkdir(exist_ok=True)
         (repo / name).write_bytes(b"one\r\ntwo\r\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     for name in names:
         (repo / name).write_bytes(b"changed\n")
@@ -128,7 +131,7 @@ def test_conversion_runs_git_once_and_only_when_an_attribute_applies(
         write(repo / ".gitattributes", "*.txt text eol=crlf\n")
     for i in range(20):
         write(repo / f"d{i % 4}" / f"f{i}.txt", f"line {i}\n")
-    first = ckpt_json(repo, "create", "-t", "t")
+    first = ckpt_json(repo, "task", "start", "t", "--goal", "g")
     for i in range(20):
         write(repo / f"d{i % 4}" / f"f{i}.txt", "changed\n")
     ckpt(repo, "create", "-t", "t")  # the current tree is known: no safety snapshot below
@@ -146,7 +149,7 @@ def test_conversion_runs_git_once_and_only_when_an_attribute_applies(
 
 def test_a_failing_smudge_filter_stops_before_anything_is_written(repo: Path) -> None:
     path = shape(repo, "filter")
-    first = ckpt_json(repo, "create", "-t", "t")
+    first = ckpt_json(repo, "task", "start", "t", "--goal", "g")
     (repo / path).write_bytes(b"Changed\n")
     write(repo / "src" / "app.py", "print('changed')\n")
     git(repo, "config", "filter.rot13.smudge", "no-such-smudge-program")
@@ -166,6 +169,7 @@ def test_a_missing_lfs_like_process_filter_names_the_path(repo: Path) -> None:
     git(repo, "config", "filter.lfs.clean", "cat")
     git(repo, "config", "filter.lfs.smudge", "cat")
     write(repo / "model.bin", "weights v1\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     write(repo / "model.bin", "weights v2\n")
     write(repo / "src" / "app.py", "print('changed')\n")

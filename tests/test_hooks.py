@@ -68,7 +68,7 @@ def test_guard_refuses_unprepared_and_backward_moves(repo: Path) -> None:
     assert moved.returncode != 0 and "no checkpoint.prepare event" in moved.stderr
     assert git(repo, "rev-parse", "refs/agent/checkpoints/t") == good["commit"]
     # the event log only moves forward and is never deleted
-    back = run_git(repo, "update-ref", "refs/agent/events/t", "refs/agent/events/t~2")
+    back = run_git(repo, "update-ref", "refs/agent/events/t", "refs/agent/events/t~1")
     assert back.returncode != 0 and "only move forward" in back.stderr
     gone = run_git(repo, "update-ref", "-d", "refs/notes/agent/state")
     assert gone.returncode != 0 and "never deleted" in gone.stderr

@@ -89,6 +89,7 @@ def test_tracked_large_files_and_small_ones_stay_in_the_snapshot(repo: Path) -> 
     git(repo, "add", "tracked.bin")
     git(repo, "commit", "-qm", "a large file the user tracks")
     (repo / "small.bin").write_bytes(os.urandom(512))
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = ckpt_json(repo, "create", "-t", "t")
     files = tree_paths(repo, made["commit"])
     assert "tracked.bin" in files and "small.bin" in files
@@ -98,6 +99,7 @@ def test_tracked_large_files_and_small_ones_stay_in_the_snapshot(repo: Path) -> 
 def test_a_large_file_that_shrinks_or_goes_is_forgotten(repo: Path) -> None:
     configure(repo)
     (repo / "out.bin").write_bytes(os.urandom(2048))
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     ckpt(repo, "create", "-t", "t")
     agent = str(repo / ".git" / "agent")
     assert list(large.load(agent)) == ["out.bin"]
@@ -117,6 +119,7 @@ def test_a_large_file_that_shrinks_or_goes_is_forgotten(repo: Path) -> None:
 def test_no_cap_stores_everything(repo: Path) -> None:
     configure(repo, "0")
     (repo / "model.pt").write_bytes(os.urandom(4096))
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = ckpt_json(repo, "create", "-t", "t")
     assert "model.pt" in tree_paths(repo, made["commit"])
 
@@ -140,6 +143,7 @@ def test_special_characters_in_a_large_file_name(repo: Path) -> None:
     name = "run [1] #2 *best*.pt"
     (repo / name).write_bytes(os.urandom(2048))
     (repo / "run 1.pt").write_bytes(b"small, and alike in name\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = ckpt_json(repo, "create", "-t", "t")
     files = tree_paths(repo, made["commit"])
     assert name not in files and "run 1.pt" in files
@@ -158,6 +162,7 @@ def test_sizes_parse(text: object, size: int) -> None:
 
 
 def test_a_bad_size_is_one_clear_error(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     configure(repo, "lots")
     result = ckpt(repo, "create", "-t", "t", ok=False)
     assert result.exit_code == 2

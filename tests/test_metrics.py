@@ -234,15 +234,16 @@ def test_metrics_are_recorded_once_the_window_passed(repo: Path) -> None:
 
 
 def test_real_interrupted_run(repo: Path) -> None:
-    """s1 done; s2 writes results and is SIGKILLed inside `step done` (after its step.end,
-    before its checkpoint); resume stops for the file, resumes with --restore, the agent
-    confirms, redoes s2 and finishes s3. Every figure is there; exact where determined."""
+    """s1 done; s2 writes results and is SIGKILLed inside `step done` (its checkpoint
+    built, its transaction not yet run); resume stops for the file, resumes with
+    --restore, the agent confirms, redoes s2 and finishes s3. Every figure is there;
+    exact where determined."""
     setup_task(repo, steps=3)
     assert real_ckpt(repo, "step", "start", "t", "s1").returncode == 0
     assert real_ckpt(repo, "step", "done", "t", "s1").returncode == 0
     assert real_ckpt(repo, "step", "start", "t", "s2").returncode == 0
     write(repo / "results.csv", "seed,score\n42,0.91\n")
-    env = {**os.environ, "GIT_CKPT_CRASH_AT": "step.end"}
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.objects"}
     killed = subprocess.run(
         [os.path.join(BIN_DIR, "git-ckpt"), "step", "done", "t", "s2"],
         cwd=repo,
@@ -264,7 +265,7 @@ def test_real_interrupted_run(repo: Path) -> None:
     data = json.loads(proc.stdout)
     [r] = data["tasks"][0]["resumes"]
     assert r["attempts"] == 2 and len(r["reports"]) == 2  # the stopped one, then --restore
-    assert r["interruption"]["type"] == "step.end" and not r["interruption"]["stop_signal"]
+    assert r["interruption"]["type"] == "step.start" and not r["interruption"]["stop_signal"]
     assert r["window"]["closed_by"] == "task_finished" and r["recorded"] is True
     assert (r["window"]["steps_after"], r["window"]["steps_before"]) == (2, 2)
     assert [(s["step"], s["kind"]) for s in r["redone"]["steps"]] == [("s2", "unfinished")]

@@ -165,8 +165,8 @@ def test_restore_with_a_safety_checkpoint_snapshots_once(repo: Path, adds: GitAd
     assert adds.count() == 1
     safety = done["safety_checkpoint"]
     assert safety is not None and safety["tree"] == on_disk  # the safety holds the drift
-    kinds = [c["kind"] for c in ckpt_json(repo, "list", "t")[:2]]
-    assert kinds == ["full", "light"]  # light then full, as before
+    listed = [(c["kind"], c["trigger"]) for c in ckpt_json(repo, "list", "t")[:2]]
+    assert listed[0] == ("full", "pre_restore") and listed[1][1] != "pre_restore"  # one
     assert full_snapshot(repo) == first["tree"]
     ckpt(repo, "restore", str(safety["id"]))  # and it can be undone
     assert (repo / "scratch.txt").read_text() == "not in any checkpoint\n"

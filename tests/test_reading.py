@@ -9,6 +9,7 @@ from helpers import ckpt, ckpt_json, write
 
 
 def three(repo: Path) -> list[dict[str, object]]:
+    ckpt(repo, "task", "start", "exp", "--goal", "g")
     made = [ckpt_json(repo, "create", "-t", "exp", "-m", "a")]
     write(repo / "src" / "app.py", "print(2)\n")
     write(repo / "new.txt", "n\n")
@@ -39,7 +40,7 @@ def test_names_of_a_checkpoint(repo: Path) -> None:
     prefix = str(made[1]["commit"])[:10]
     assert ckpt_json(repo, "show", prefix)["checkpoint"]["commit"] == made[1]["commit"]
     missing = ckpt(repo, "show", "exp~9", ok=False)
-    assert missing.exit_code == 3 and "only 3 checkpoints" in missing.stderr
+    assert missing.exit_code == 3 and "only 4 checkpoints" in missing.stderr  # and its start
     unknown = ckpt(repo, "show", "nope", ok=False)
     assert unknown.exit_code == 3 and "git ckpt list" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
@@ -48,7 +49,8 @@ def test_names_of_a_checkpoint(repo: Path) -> None:
 def test_list_and_log(repo: Path) -> None:
     made = three(repo)
     listed = ckpt_json(repo, "list", "exp")
-    assert [c["commit"] for c in listed] == [m["commit"] for m in reversed(made)]
+    assert [c["commit"] for c in listed][:3] == [m["commit"] for m in reversed(made)]
+    assert listed[3]["trigger"] == "task_start"
     text = ckpt(repo, "list").stdout
     assert "exp~0" in text and "exp~2" in text
     lines = ckpt(repo, "log", "exp", "--json").stdout.splitlines()

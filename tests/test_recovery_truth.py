@@ -100,6 +100,29 @@ def test_accepting_a_changed_key_input_keeps_it_and_names_the_steps_that_used_th
     assert {"kind": "file_sha256", "file": "cfg.json", "sha256": new} in [p["check"] for p in pins]
 
 
+def test_an_accepted_key_input_stays_accepted_at_every_later_resume(repo: Path) -> None:
+    """Issue 25, item 2: the next resume used to check the *old* pin again, roll back to
+    the task's first checkpoint (cfg.json rewritten, done s1 back to pending) and say
+    "ready"; and the accepting resume printed `passed=False` beside "0 failing"."""
+    key_input_task(repo)
+    ckpt(repo, "step", "start", "t", "s2")
+    write(repo / "cfg.json", '{"lr": 0.2}\n')
+    first = ckpt(repo, "resume", "t", "--accept-drift", ok=False)
+    assert first.exit_code == 0, first.output
+    assert "passed=True" in first.stdout and "passed=False" not in first.stdout
+    form = json.loads(ckpt(repo, "resume", "t", "--json").stdout)["brief"]["restatement_form"]
+    said = form.replace("<the goal, in your own words>", "reproduce table 2")
+    said = said.replace("<ids of the done steps, or none>", "s1")
+    said = said.replace("<id of the next step, or none>", "s2")
+    ckpt(repo, "confirm", "t", "--restatement", "-", input=said)
+    for _ in range(2):  # every later resume, not just the next one
+        code, out = resume(repo)
+        assert code == 0, out["message"]
+        assert out["assertions"]["passed"] is True and out["assertions"]["rollback"] is None
+        assert (repo / "cfg.json").read_text() == '{"lr": 0.2}\n'
+        assert ckpt_json(repo, "task", "show", "t")["done"] == ["s1"]
+
+
 def test_a_changed_ignored_key_input_with_no_covering_checkpoint_stops_and_says_why(
     repo: Path,
 ) -> None:

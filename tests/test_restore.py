@@ -11,6 +11,7 @@ from helpers import ckpt, ckpt_json, write
 
 def test_restore_round_trip_with_safety_checkpoint(repo: Path) -> None:
     write(repo / "results.csv", "a,1\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t", "-m", "good")
     write(repo / "src" / "app.py", "print('broken')\n")
     write(repo / "scratch.txt", "not in any checkpoint\n")
@@ -27,8 +28,8 @@ def test_restore_round_trip_with_safety_checkpoint(repo: Path) -> None:
     assert (repo / "debug.log").read_text() == "ignored stays\n"
     safety = done["safety_checkpoint"]
     assert safety is not None and safety["trigger"] == "pre_restore"
-    kinds = [c["kind"] for c in ckpt_json(repo, "list", "t")[:2]]
-    assert kinds == ["full", "light"]  # light then full
+    listed = [(c["kind"], c["trigger"]) for c in ckpt_json(repo, "list", "t")[:2]]
+    assert listed == [("full", "pre_restore"), ("full", "manual")]  # one safety checkpoint
     # the restore can be undone
     ckpt(repo, "restore", str(safety["id"]))
     assert (repo / "scratch.txt").read_text() == "not in any checkpoint\n"
@@ -38,6 +39,7 @@ def test_restore_round_trip_with_safety_checkpoint(repo: Path) -> None:
 
 
 def test_restore_without_unsaved_work_takes_no_safety(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     write(repo / "src" / "app.py", "print(2)\n")
     ckpt(repo, "create", "-t", "t")
@@ -51,6 +53,7 @@ def test_restore_modes_symlinks_and_nested_dirs(repo: Path) -> None:
     write(script, "#!/bin/sh\necho hi\n")
     os.chmod(script, 0o755)
     os.symlink("tools/run.sh", repo / "run")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     (repo / "run").unlink()
     script.unlink()
@@ -63,6 +66,7 @@ def test_restore_modes_symlinks_and_nested_dirs(repo: Path) -> None:
 
 def test_restore_refuses_writing_through_a_symlinked_dir(repo: Path, tmp_path: Path) -> None:
     write(repo / "out" / "a.txt", "a\n")
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     first = ckpt_json(repo, "create", "-t", "t")
     outside = tmp_path / "outside"
     outside.mkdir()

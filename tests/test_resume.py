@@ -88,10 +88,13 @@ def test_interrupted_mid_step_resumes_from_before_the_step(repo: Path) -> None:
 
 
 def test_ref_moved_without_commit_event_is_rolled_forward(repo: Path) -> None:
+    """A trail written by a version that logged `checkpoint.commit` after the ref move
+    (or fetched from one), killed in between: the ref is there, its commit event is not."""
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:x")
     made = ckpt_json(repo, "create", "-t", "t", "-m", "crashed before step 5")
-    # simulate a crash between the ref move (step 4) and checkpoint.commit (step 5)
-    git(repo, "update-ref", "refs/agent/events/t", "refs/agent/events/t^")
+    git(repo, "update-ref", "refs/agent/events/t", "refs/agent/events/t^")  # both events gone
+    data = {"kind": "full", "trigger": "manual", "number": 2, "id": made["id"]}
+    forge_event(repo, "t", "checkpoint.prepare", {"checkpoint": made["commit"], **data})
     code, out = resume_json(repo)
     assert code == 0
     assert out["locate"]["rolled_forward"] == [made["commit"]]  # type: ignore[index]

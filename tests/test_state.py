@@ -73,21 +73,26 @@ def test_step_lifecycle(repo: Path) -> None:
     assert retry["data"]["mode"] == "retry"
 
 
-def test_step_end_without_checkpoint_is_redone(repo: Path) -> None:
-    """A step.end whose checkpoint never committed leaves the step in progress."""
+def test_step_done_killed_before_its_transaction_leaves_the_step_in_progress(
+    repo: Path,
+) -> None:
+    """`step done` commits its `step.end` and its checkpoint in one transaction: killed
+    before it, nothing of either is visible and the step is still in progress."""
     start(repo)
     ckpt(repo, "step", "start", "t", "s1")
-    env = {**os.environ, "GIT_CKPT_CRASH_AT": "step.end"}  # killed after step.end is logged
+    before = git(repo, "for-each-ref", "refs/agent/", "refs/notes/agent/")
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.objects"}
     killed = subprocess.run(
         [os.path.join(BIN_DIR, "git-ckpt"), "step", "done", "t", "s1"], cwd=repo, env=env
     )
     assert killed.returncode in KILLED
+    assert git(repo, "for-each-ref", "refs/agent/", "refs/notes/agent/") == before
     last = ckpt(repo, "log", "t", "--json").stdout.splitlines()[-1]
-    assert json.loads(last)["type"] == "step.end"
+    assert json.loads(last)["type"] == "step.start"
     state = ckpt_json(repo, "task", "show", "t")
     s1 = next(s for s in state["steps"] if s["id"] == "s1")
     assert s1["status"] == "in_progress"
-    assert ckpt_json(repo, "step", "start", "t", "s1")["data"]["mode"] == "redo"
+    assert ckpt_json(repo, "step", "start", "t", "s1")["data"]["mode"] == "restart"
 
 
 def test_state_updates_never_delete_or_reword(repo: Path) -> None:
@@ -124,6 +129,7 @@ def test_env_files_and_usage_recorded(repo: Path) -> None:
     ckpt(repo, "init")
     cfg = repo / ".agent" / "ckpt.toml"
     cfg.write_text(cfg.read_text().replace("files = []", 'files = ["README.md"]'))
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = ckpt_json(repo, "create", "-t", "t", "--tokens-used", "1200", "--token-budget", "5000")
     note = json.loads(git(repo, "notes", "--ref=agent/state", "show", made["commit"]))
     import hashlib
@@ -165,20 +171,20 @@ def test_a_start_whose_snapshot_fails_leaves_nothing_behind(repo: Path) -> None:
     assert ckpt_json(repo, "task", "show", "t")["goal"] == "another goal"
 
 
-def test_a_start_cut_off_after_its_prepare_completes_when_run_again(repo: Path) -> None:
-    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.prepare"}
+def test_a_start_killed_before_its_transaction_leaves_nothing(repo: Path) -> None:
+    """`task start` is its first checkpoint's transaction, `task.start` included: killed
+    before it commits, there is no task, and the same or another start succeeds."""
+    env = {**os.environ, "GIT_CKPT_CRASH_AT": "checkpoint.objects"}
     argv = ["task", "start", "t", "--goal", "g", "--step", "s1:one"]
     killed = subprocess.run([os.path.join(BIN_DIR, "git-ckpt"), *argv], cwd=repo, env=env)
     assert killed.returncode in KILLED
-    assert git(repo, "for-each-ref", "refs/agent/checkpoints/") == ""
-    other = ckpt(repo, "task", "start", "t", "--goal", "another goal", ok=False)
-    assert other.exit_code == 2 and "git ckpt create -t t" in other.stderr
-    done = ckpt_json(repo, *argv)  # the same start again: completes it
+    assert git(repo, "for-each-ref", "refs/agent/", "refs/notes/agent/") == ""
+    done = ckpt_json(repo, "task", "start", "t", "--goal", "another goal")
     assert done["trigger"] == "task_start"
     state = ckpt_json(repo, "task", "show", "t")
-    assert state["goal"] == "g" and [s["id"] for s in state["steps"]] == ["s1"]
+    assert state["goal"] == "another goal" and state["steps"] == []
     types = [json.loads(x)["type"] for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()]
-    assert types.count("task.start") == 1
+    assert types == ["task.start", "checkpoint.prepare", "checkpoint.commit"]
     again = ckpt(repo, *argv, ok=False)
     assert again.exit_code == 2 and "already exists" in again.stderr
 

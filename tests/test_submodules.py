@@ -77,7 +77,8 @@ def test_a_dirty_moved_submodule_stops_and_is_named(with_sub: tuple[Path, str, s
     # no resume checkpoint: the drifted gitlink is never recorded as the start
     listed = ckpt_json(repo, "list", "t")
     assert all(c["trigger"] != "resume" for c in listed)
-    assert len(listed) == tips + 2  # only the safety checkpoints (light, full) of --restore
+    assert len(listed) == tips + 1  # only the safety checkpoint of --restore
+    assert ckpt_json(repo, "task", "show", "t")["status"] == "not_ready"  # a person decides
     # once the person cleaned it up, the same resume brings it back
     git(repo / "sub", "checkout", "-q", "--", "lib.py")
     code, out = resume(repo, "--restore")
@@ -105,6 +106,7 @@ def test_a_submodule_missing_the_commit_is_left_and_named(
 
 def test_restore_command_reports_each_submodule(with_sub: tuple[Path, str, str]) -> None:
     repo, first, second = with_sub
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     base = ckpt_json(repo, "create", "-t", "t")
     git(repo / "sub", "checkout", "-q", first)
     dry = ckpt_json(repo, "restore", base["id"], "--dry-run")

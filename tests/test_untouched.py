@@ -52,6 +52,7 @@ def test_reading_and_creating_never_touch_user_state(repo: Path) -> None:
     write(repo / "untracked.txt", "u\n")
     git(repo, "branch", "side")
     before = fingerprint(repo)
+    ckpt(repo, "task", "start", "exp", "--goal", "g")
     ckpt(repo, "create", "-t", "exp", "-m", "one")
     write_after = fingerprint(repo)
     assert write_after == before

@@ -71,16 +71,17 @@ def task_show(ctx: click.Context, name: str, as_json: bool) -> None:
     state = ck.state(name)
     for claim in ck.suspect_claims(name):
         ck.warnings.append(f"task {name}: suspect state: {claim.one_line()}")
+    in_force = ck.constraints_in_force(name)
     if as_json:
-        emit_json(state)
+        emit_json({**state, "constraints_in_force": in_force})
         return
     click.echo(f"task     {state['task']}  ({state['status']})")
     click.echo(f"goal     {state.get('goal', '')}")
     click.echo(f"current  {state.get('current_step') or '-'}")
     for s in state.get("steps", []):
         click.echo(f"  [{s['status']:11}] {s['id']}: {s['title']}")
-    if state.get("constraints"):
-        click.echo("constraints: " + ", ".join(state["constraints"]))
+    if in_force:
+        click.echo("constraints in force: " + ", ".join(in_force))
     usage = state.get("usage") or {}
     if usage:
         click.echo("usage    " + ", ".join(f"{k}={v}" for k, v in sorted(usage.items())))
@@ -111,6 +112,7 @@ def step() -> None:
 @click.argument("task")
 @click.argument("step_id")
 @click.option("--force", is_flag=True, help="Start even while the task is recovering.")
+@click.option("--redo", is_flag=True, help="Start a done or skipped step again (logged).")
 @click.option(
     "--risk",
     type=click.Choice(["low", "medium", "high"]),
@@ -119,12 +121,13 @@ def step() -> None:
 @json_option
 @click.pass_context
 def step_start(
-    ctx: click.Context, task: str, step_id: str, force: bool, risk: str | None, as_json: bool
+    ctx: click.Context, /, task: str, step_id: str, as_json: bool, **kw: Any
 ) -> None:
-    """Mark STEP_ID of TASK in progress (a pending, redone or retried step)."""
+    """Mark STEP_ID of TASK in progress: a pending step starts, an in-progress one
+    restarts, a failed one is retried, a done or skipped one is redone with --redo."""
     ck = open_ckpt(ctx)
     ck.require_task(task)  # a name nobody started: "did you mean"
-    ev = ck.step_start(task, step_id, force=force, risk=risk)
+    ev = ck.step_start(task, step_id, force=kw["force"], risk=kw["risk"], redo=kw["redo"])
     if as_json:
         emit_json(ev.to_json())
     else:

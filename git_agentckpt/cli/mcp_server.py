@@ -151,13 +151,18 @@ def status_text(state: dict[str, JSON]) -> str:
     for s in state.get("steps") or []:
         if isinstance(s, dict):
             lines.append(f"  [{s.get('status')}] {s.get('id')}: {s.get('title')}")
-    constraints = state.get("constraints") or []
+    constraints = state.get("constraints_in_force") or []
     if isinstance(constraints, list) and constraints:
         lines.append("constraints in force: " + ", ".join(map(str, constraints)))
     nxt = next_step(state)
     lines.append(f"next step: {nxt}" if nxt else "no step left to do")
     if state.get("status") == "recovering":
         lines.append("Call resume, then confirm with your restatement, before any other work.")
+    if state.get("status") == "not_ready":
+        lines.append(
+            "Not ready: call resume to see why; a person decides about drifted files, and a "
+            "failing block constraint must pass before you confirm."
+        )
     return "\n".join(lines)
 
 
@@ -195,7 +200,8 @@ class CkptTools(CkptMCP):
         unsure what to do next. If it says `recovering`, call resume, then confirm."""
 
         def body(ck: Checkpointer) -> tuple[str, JSON]:
-            state = ck.state(ck.require_task(task))
+            name = ck.require_task(task).name
+            state = {**ck.state(name), "constraints_in_force": ck.constraints_in_force(name)}
             return status_text(state), state
 
         return self.answer(body)

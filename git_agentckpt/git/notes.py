@@ -76,16 +76,20 @@ def _apply(repo: GitRepo, top: str, notes: Mapping[str, bytes | None]) -> str:
     return repo.write_tree(changes, base=top)
 
 
+def notes_commit(
+    repo: GitRepo, old: str | None, notes: Mapping[str, bytes | None], message: str
+) -> str:
+    """The notes commit on `old` (the notes ref's tip; None: none yet) that sets (bytes) or
+    removes (None) the notes of several targets; `old` itself when nothing changes."""
+    top = _top_tree(repo, old)
+    new_top = _apply(repo, top, notes)
+    if new_top == top and old is not None:
+        return old
+    return repo.commit(new_top, [old] if old else [], message)
+
+
 def write_notes(
     repo: GitRepo, notes_ref: str, notes: Mapping[str, bytes | None], message: str
 ) -> str:
     """Set (bytes) or remove (None) the notes of several targets in one notes commit."""
-
-    def compute(old: str | None) -> str:
-        top = _top_tree(repo, old)
-        new_top = _apply(repo, top, notes)
-        if new_top == top and old is not None:
-            return old
-        return repo.commit(new_top, [old] if old else [], message)
-
-    return repo.update_ref(notes_ref, message, compute)
+    return repo.update_ref(notes_ref, message, lambda old: notes_commit(repo, old, notes, message))

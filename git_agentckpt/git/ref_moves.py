@@ -6,7 +6,7 @@ construction)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import pygit2
@@ -15,6 +15,7 @@ from pygit2.ffi import C
 from git_agentckpt.errors import CorruptError, RepositoryError
 from git_agentckpt.git.object_batch import flush_all
 from git_agentckpt.git.ref_create import create_ref
+from git_agentckpt.git.ref_txn import RefMove, move_refs
 from git_agentckpt.git.syserr import last_error_class, system_error
 from git_agentckpt.retry import retry
 
@@ -32,6 +33,7 @@ class RefMoves:
 
     _repo: pygit2.Repository
     common_dir: str
+    workdir: str
 
     def exists(self, oid: str) -> bool:
         raise NotImplementedError  # GitRepo's
@@ -70,6 +72,19 @@ class RefMoves:
             return False
         except (pygit2.GitError, OSError) as exc:
             return self._set_target_failed(name, new, old, exc, last_error_class())
+
+    def cas_refs(self, moves: Sequence[RefMove], message: str) -> bool:
+        """Move every ref of `moves` from its old value, or none (`git/ref_txn.py`). False:
+        one was not at its old value, or was locked (a lock left by a killed writer is
+        broken, as `cas_ref` does). A single ref moves in this process (`cas_ref`)."""
+        if len(moves) == 1:
+            return self.cas_ref(moves[0].ref, moves[0].new, moves[0].old, message)
+        if move_refs(self.workdir, self.common_dir, moves, message):
+            return True
+        for move in moves:
+            if os.path.exists(os.path.join(self.common_dir, move.ref + ".lock")):
+                self._break_stale_lock(move.ref)
+        return False
 
     def _set_target_failed(self, name: str, new: str, old: str, exc: Exception, klass: int) -> bool:
         """Why `set_target` failed: a lost race (False: read again and retry) or an error.

@@ -47,7 +47,6 @@ def _kind(mode: int) -> int:
     return mode & 0o170000
 
 
-
 class CommitInfo(NamedTuple):  # a tuple: made for each commit of a long log, made fast
     id: str
     tree: str

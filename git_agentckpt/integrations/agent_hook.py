@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from git_agentckpt.errors import CkptError, RecoveringError
+from git_agentckpt.errors import CkptError, TaskPaused
 from git_agentckpt.integrations.sessions import (
     SessionTask,
     last_session_ended,
@@ -185,10 +185,17 @@ def dispatch(ws: Workspace, call: HookCall) -> HookReply:
             remember(ws, call.session_id, call.agent, found.task, source, ended=False)
     elif call.event == "SessionEnd" and call.session_id:
         remember(ws, call.session_id, call.agent, found.task, source, ended=True)
+    elif call.event == "UserPromptSubmit" and call.session_id:  # a turn begins: not ended
+        remember(ws, call.session_id, call.agent, found.task, source, ended=False)
     elif call.session_id and found.how != "session":
         remember(ws, call.session_id, call.agent, found.task, source)
     reply = handler(ws, call, found)
     reply.task = found.task.name
+    if call.event == "Stop" and call.session_id and reply.output.get("decision") != "block":
+        # the turn ended and the agent may stop: all it wrote is in the Stop checkpoint.
+        # Codex sends no SessionEnd: its clean exit is the Stop of its last turn; a kill
+        # comes between a turn's prompt and its Stop
+        remember(ws, call.session_id, call.agent, found.task, source, ended=True)
     return reply
 
 
@@ -235,13 +242,16 @@ def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
 
 def pre_compact(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
     trigger = call.text("trigger") or "auto"
-    made = ws.create(
-        found.task.name,
-        message=f"before a {trigger} compaction ({call.agent})",
-        trigger="pre_compact",
-        force=True,  # the context is about to be cut: protect the work even while recovering
-        actor=call.agent,
-    )
+    try:
+        made = ws.create(
+            found.task.name,
+            message=f"before a {trigger} compaction ({call.agent})",
+            trigger="pre_compact",
+            force=True,  # the context is about to be cut: protect the work while recovering
+            actor=call.agent,
+        )
+    except TaskPaused as paused:  # not ready: nothing records the drift a person decides on
+        return HookReply({}, f"no checkpoint: the task is {paused.status}")
     return HookReply({}, f"checkpoint {made.id} (full, pre_compact)")
 
 
@@ -294,8 +304,8 @@ def post_tool_use(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
     outcome = f"tool.call {call.text('tool_name') or '?'}"
     try:
         result = tick(ws, task, Signals(now=time.time(), **signals), set(signals))
-    except RecoveringError:
-        return HookReply({}, f"{outcome}; no checkpoint: the task is recovering")
+    except TaskPaused as paused:
+        return HookReply({}, f"{outcome}; no checkpoint: the task is {paused.status}")
     made = result.checkpoint
     tokens = f", context {signals['tokens_used']} tokens" if signals else ""
     taken = f" checkpoint {made.id}" if made else ""
@@ -327,8 +337,8 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
         )
         outcome = f"checkpoint {made.id} ({made.kind}, turn_end)"
         scanned = made.tree if made.kind == "full" else None
-    except RecoveringError:
-        outcome = "no checkpoint: the task is recovering"
+    except TaskPaused as paused:
+        outcome = f"no checkpoint: the task is {paused.status}"
     checked = run_check_now(ws, task, scanned)
     blocking = [r for r in checked.report.results if r.blocking]
     if not blocking:
@@ -365,13 +375,16 @@ def _stopped_on_error(
     kind = "quota" if error in QUOTA_ERRORS else "error"
     task = found.task.name
     ws.append_events(task, [NewEvent(kind, call.actor(), data={"error": error, **data})])
-    made = ws.create(
-        task,
-        message=f"the session stopped: {error} ({call.agent})",
-        trigger=kind,
-        force=True,
-        actor=call.agent,
-    )
+    try:
+        made = ws.create(
+            task,
+            message=f"the session stopped: {error} ({call.agent})",
+            trigger=kind,
+            force=True,
+            actor=call.agent,
+        )
+    except TaskPaused as paused:
+        return HookReply({}, f"{kind} event ({error}); no checkpoint: the task is {paused.status}")
     return HookReply({}, f"{kind} event ({error}); checkpoint {made.id} (full, {kind})")
 
 

@@ -77,8 +77,8 @@ def remember(
     ended: bool | None = None,
 ) -> None:
     """Record (or refresh) `session_id` -> `task`, under a lock (hooks may run at once).
-    `ended` True marks the session ended (SessionEnd), False open again (SessionStart),
-    None leaves the mark as it was."""
+    `ended` True marks the session ended (SessionEnd, or a Stop that let its turn end),
+    False open again (SessionStart, a new turn's prompt), None leaves the mark as it was."""
     from git_agentckpt.git.files import write_if_changed
     from git_agentckpt.git.worktree import locked
 
@@ -97,8 +97,9 @@ def remember(
 
 
 def last_session_ended(ws: Workspace, task: TaskName) -> bool | None:
-    """Whether the task's most recently seen session ended with a SessionEnd (None: no
-    session of the task is known)."""
+    """Whether the task's most recently seen session ended cleanly: a SessionEnd, or the
+    Stop of its last turn with no turn begun since (Codex sends no SessionEnd). None: no
+    session of the task is known."""
     mine = [e for e in read_sessions(ws).values() if e.get("task") == task.name]
     if not mine:
         return None

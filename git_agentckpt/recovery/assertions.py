@@ -175,9 +175,28 @@ class AssertionStep:
     rollback: Rollback | None = None
     stopped: str | None = None  # why a person must decide (exit 11)
 
+    @property
+    def passed(self) -> bool:
+        """Every assertion holds, or what fails was accepted by a person (re-pinned)."""
+        return not self.failed and self.stopped is None
+
+    def carried(self, store: CheckpointStore, source: Checkpoint) -> list[JSON]:
+        """`source`'s assertions as the resume checkpoint carries them: an input a person
+        accepted (`--accept-drift`) re-pinned to its value now, so that every later
+        resume checks the accepted value, not the old one."""
+        repinned = {f.id: f.now for f in self.accepted if f.now is not None}
+        out: list[JSON] = []
+        for item in store.assertions_note(source.commit):
+            if isinstance(item, dict) and item.get("id") in repinned:
+                check = {**item["check"], "sha256": repinned[str(item["id"])]}
+                item = {**item, "check": check}
+            out.append(item)
+        return out
+
     def to_json(self) -> dict[str, JSON]:
         return {
             **self.run.to_json(),
+            "passed": self.passed,
             "failed_inputs": [f.to_json() for f in self.failed],
             "accepted_inputs": [f.to_json() for f in self.accepted],
             "rollback": self.rollback.to_json() if self.rollback else None,
@@ -336,7 +355,7 @@ def find_rollback(
 
 def assertions_step(
     ws: Workspace,
-    start: Checkpoint,
+    located: tuple[Checkpoint, Checkpoint],
     tree: str,
     verified: VerifyStep,
     *,
@@ -344,14 +363,18 @@ def assertions_step(
     no_rollback: bool,
     runner: CommandRunner | None,
 ) -> AssertionStep:
-    """Run `start`'s assertions on the working tree; accept, roll back or stop."""
+    """Run the assertions of the starting checkpoint on the working tree; accept, roll back
+    or stop. `located`: the start, and the checkpoint in the chain that stands for it (a
+    resume checkpoint carries the start's assertions, with what a person accepted
+    re-pinned: those are the ones that hold)."""
+    start, source = located
     workdir = ws.repo.workdir
-    run = run_assertions(ws.store, start, workdir, tree, runner)
+    run = run_assertions(ws.store, source, workdir, tree, runner)
     step = AssertionStep(run)
     if run.passed:
         return step
     kept = {f.path for f in verified.files if f.why == "accept drift"}
-    for f in failed_inputs(ws.store, start, run, workdir):
+    for f in failed_inputs(ws.store, source, run, workdir):
         (step.accepted if f.file in kept else step.failed).append(f)
     if not step.failed:
         return step

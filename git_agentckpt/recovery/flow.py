@@ -26,6 +26,7 @@ from git_agentckpt.contracts.trust import TrustStore
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import Exit, NotFound, UsageError
 from git_agentckpt.git.worktree import snapshot_tree
+from git_agentckpt.lifecycle import ASSERTIONS, CONSTRAINTS, DRIFT
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
 from git_agentckpt.progress import Progress
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
@@ -36,15 +37,15 @@ from git_agentckpt.recovery.context import (
     work_events,
 )
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
-from git_agentckpt.recovery.report import report_files, save_report
+from git_agentckpt.recovery.report import report_commit, report_files
 from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree, verify_step
 from git_agentckpt.settings import CONTRACTS_DIR
-from git_agentckpt.store.checkpoints import Checkpoint
+from git_agentckpt.store.checkpoints import Checkpoint, Compute, Extra
 from git_agentckpt.store.evidence import unsupported_claims, without_suspect_claims
 from git_agentckpt.store.log_index import last_own_events, read_index, writes_deferred
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
-from git_agentckpt.store.workspace import Workspace
+from git_agentckpt.store.workspace import Resumed, Workspace, checked_moves
 
 
 @dataclass
@@ -149,7 +150,7 @@ def _redo_attempts(view: TaskView, events: list[Event]) -> list[str]:
     out = [
         f"event #{s.seq}: step.start of a done step (it stays done)"
         for s in view.skipped
-        if s.type == "step.start" and "which is done" in s.reason
+        if s.type == "step.start" and " is done: " in s.reason
     ]
     since = view.tip.commit if view.tip else None
     first = 0  # after the tip's prepare, found from the end (a long log holds ~1,000)
@@ -293,7 +294,7 @@ def _assertions(
     tree = ensure_tree(s.ws.repo, verified.final, s.ws.settings.secret_paths)
     step = assertions_step(
         s.ws,
-        start,
+        (start, _assertion_source(start, located)),
         tree,
         verified,
         skip=located.mid_step,
@@ -304,6 +305,15 @@ def _assertions(
     s.pending.append(NewEvent("recovery.assertions", data=step.to_json()))
     s.lap("assertions")
     return step
+
+
+def _assertion_source(start: Checkpoint, located: Located) -> Checkpoint:
+    """Whose assertions a resume checks: the resume checkpoint that stands for `start`
+    (it carries them, re-pinned where a person accepted drift), else `start`'s own."""
+    effective = located.effective
+    if effective is not None and effective.trigger == RESUME_TRIGGER:
+        return effective
+    return start
 
 
 def _constraints(s: _Session, tree: str) -> list[dict[str, JSON]]:
@@ -363,29 +373,32 @@ def _ready(
     blocking = [c for c in failing if c.get("severity") == "block"]
     status, outcome = (Exit.NOT_READY, "not_ready") if blocking else (Exit.OK, "ready")
 
-    def committed(made: Checkpoint) -> list[NewEvent]:
-        """The resume checkpoint is committed: the report, then `recovery.ready`, logged
-        with its `checkpoint.commit` in one commit."""
+    def extra(made: Checkpoint) -> Extra:
+        """The report of the resume whose checkpoint is `made`, and `recovery.ready`, in the
+        checkpoint's transaction."""
         crash_point("resume.checkpoint")
         s.report["resume_checkpoint"] = made.to_json()
         s.lap("checkpoint")
         s.report.update({"outcome": outcome, "exit": int(status), "timings": s.timings})
         data = {"report": s.report_id, "next_step": brief.data["next_step"]}
         ready = NewEvent("recovery.ready", links={"checkpoint": made.commit}, data=data)
-        return _save(s, brief, [ready])
+        return Extra([ready], _report_ref(s, brief))
 
-    # the recovery events so far go in the commit of the resume checkpoint's prepare
+    if blocking:
+        state["status"] = "not_ready"
+        state["recovery"] = {**state["recovery"], "blocked": CONSTRAINTS}
+    # the recovery events so far go before the resume checkpoint's prepare
     lead, s.pending = s.pending, []
-    s.ws.create(
-        s.task.name,
-        message=f"resume from {start.id}",
-        trigger=RESUME_TRIGGER,
-        force=True,
-        _state_override=state,
-        _tree=None if s.commands_ran else tree,
-        _lead=lead,
-        _committed=committed,
+    source = start if asserted.rollback else _assertion_source(start, located)
+    resumed = Resumed(
+        f"resume from {start.id}",
+        state,
+        lead,
+        None if s.commands_ran else tree,
+        extra,
+        asserted.carried(s.ws.store, source),
     )
+    s.ws.resume_checkpoint(s.task, resumed)
     confirm_hint = f"confirm with `git ckpt confirm {s.task} --restatement FILE`"
     if blocking:
         ids = ", ".join(str(c["id"]) for c in blocking)
@@ -418,31 +431,34 @@ def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
 
 
 def _store(s: _Session, brief: Brief | None, events: list[NewEvent]) -> None:
-    """The report, then `events` (with any still pending) logged."""
-    s.ws.log.append(s.task, _save(s, brief, events))
+    """The report and `events` (with any still pending), in one transaction."""
+    logged, s.pending = [*s.pending, *events], []
+    s.ws.log_move(s.task, checked_moves(logged), _report_ref(s, brief))
 
 
-def _save(s: _Session, brief: Brief | None, events: list[NewEvent]) -> list[NewEvent]:
-    """The report stored; the events to log after it (any still pending first)."""
-    save_report(
-        s.ws.repo,
-        s.task,
-        s.report_id,
-        report_files(s.report, brief.markdown if brief else None, s.ws.log.redactor),
-        f"report {s.report_id}: {s.report.get('outcome')}\n",
-    )
+def _report_ref(s: _Session, brief: Brief | None) -> dict[str, Compute]:
+    """The move of the reports ref that stores this resume's report (`recovery/report.py`)."""
+    files = report_files(s.report, brief.markdown if brief else None, s.ws.log.redactor)
+    message = f"report {s.report_id}: {s.report.get('outcome')}\n"
     crash_point("resume.report")
-    out, s.pending = [*s.pending, *events], []
-    return out
+    return {
+        s.task.reports_ref: lambda old: report_commit(s.ws.repo, old, s.report_id, files, message)
+    }
 
 
 def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:
+    """The resume stops for a person: the task moves to not ready (`block`, with why), so
+    that no later call takes the drift as the new truth until a person decides."""
     outcome = "needs_person" if status == Exit.NEEDS_PERSON else "assertions_failed"
     s.report.update(
         {"outcome": outcome, "exit": int(status), "message": message, "timings": s.timings}
     )
     data = {"outcome": outcome, "message": message, "report": s.report_id}
-    _store(s, None, [NewEvent("recovery.stopped", data=data)])
+    reason = DRIFT if status == Exit.NEEDS_PERSON else ASSERTIONS
+    recovery = {"blocked": reason, "report": s.report_id, "message": message}
+    patch: dict[str, JSON] = {"status": "not_ready", "recovery": recovery}
+    block = NewEvent("state.update", data={"move": "block", "patch": patch})
+    _store(s, None, [NewEvent("recovery.stopped", data=data), block])
     return ResumeOutcome(status, outcome, message, s.report)
 
 

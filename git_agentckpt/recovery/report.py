@@ -29,17 +29,24 @@ def save_report(
 
     `files` come from `report_files`, which redacts them (store/redaction.py).
     """
+    return repo.update_ref(
+        task.reports_ref,
+        message.splitlines()[0],
+        lambda old: report_commit(repo, old, report_id, files, message),
+    )
 
-    def compute(old: str | None) -> str:
-        top = repo.read_commit(old).tree if old else repo.empty_tree()
-        entries = repo.tree_entries(top)
-        current = entries.get(report_id)
-        base = current[0] if current and current[1] == _TREE else None
-        sub = repo.write_tree({n: (repo.write_blob(d), _BLOB) for n, d in files.items()}, base=base)
-        new_top = repo.write_tree({report_id: (sub, _TREE)}, base=top)
-        return repo.commit(new_top, [old] if old else [], message, sign=True)
 
-    return repo.update_ref(task.reports_ref, message.splitlines()[0], compute)
+def report_commit(
+    repo: GitRepo, old: str | None, report_id: str, files: Mapping[str, bytes], message: str
+) -> str:
+    """The reports commit on `old` (the ref's tip) that adds or updates one report's files;
+    the ref is not moved (a resume moves it with its checkpoint, in one transaction)."""
+    top = repo.read_commit(old).tree if old else repo.empty_tree()
+    current = repo.tree_entry(top, report_id)
+    base = current[0] if current and current[1] == _TREE else None
+    sub = repo.write_tree({n: (repo.write_blob(d), _BLOB) for n, d in files.items()}, base=base)
+    new_top = repo.write_tree({report_id: (sub, _TREE)}, base=top)
+    return repo.commit(new_top, [old] if old else [], message, sign=True)
 
 
 def _report_dirs(repo: GitRepo, task: TaskName) -> dict[str, str]:

@@ -9,17 +9,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, ConflictError, CorruptError, NotFound
 from git_agentckpt.git.large import assertion as large_assertion
-from git_agentckpt.git.notes import note_id, read_note, write_notes
+from git_agentckpt.git.notes import note_id, notes_commit, read_note
+from git_agentckpt.git.ref_txn import RefMove
 from git_agentckpt.git.repo import CommitInfo, GitRepo
 from git_agentckpt.model import (
     JSON,
@@ -291,199 +293,77 @@ class CheckpointStore:
 
     # -- writing ----------------------------------------------------------------------
 
-    def create(
-        self,
-        task: TaskName,
-        *,
-        message: str,
-        light: bool,
-        trigger: str,
-        step: str | None,
-        state: Callable[[], tuple[Mapping[str, JSON], Sequence[NewEvent]]],
-        assertions: Sequence[JSON] = (),
-        secret_paths: Sequence[str] = (),
-        actor: Mapping[str, JSON] | None = None,
-        tree: str | None = None,
-        committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
-    ) -> Checkpoint:
-        """Create one checkpoint in write-ahead order (see the module docstring).
-
-        `committed(checkpoint)`, when given, runs once the commit point is passed, before
-        the `checkpoint.commit` event is logged; the events it returns are logged with
-        that event, in one commit (a resume stores its report there and logs its
-        `recovery.ready`). A crash while it runs leaves the checkpoint committed
-        without its commit event, which the next resume logs (`commit-event-missing`).
-
-        `tree` (a full checkpoint only) is the working tree as the caller already knows it,
-        proven equal to the disk (a verification that found it clean, the snapshot a
-        restore just took): it is used instead of a second snapshot.
-
-        `state()` computes the note to write, and the events to log with the
-        `checkpoint.prepare` in one commit (a `task.start` when this checkpoint starts
-        the task: nothing is logged if the snapshot fails first). It is called under
-        the task's lock and again on every retry, so a note never carries a state read
-        before a concurrent writer (a `step done`, another checkpoint) committed its own.
-        """
-        lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
-        os.makedirs(lock_dir, exist_ok=True)
+    @contextlib.contextmanager
+    def locked(self, task: TaskName) -> Iterator[None]:
+        """The task's lock: checkpoints and state-changing events of one task, one at a
+        time (released by the kernel if the holder is killed)."""
         from git_agentckpt.git.worktree import locked  # writes only: not at start-up
 
+        lock_dir = os.path.join(self.repo.common_dir, "agent", "locks")
+        with locked(os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")):
+            yield
+
+    def create(self, task: TaskName, draft: Draft) -> Checkpoint:
+        """Create one checkpoint: its commit, notes and events, and the ref moves that make
+        them visible, as one transaction (see the module docstring), under the task's lock.
+        A transaction that finds a ref moved (another writer: an event appended, a note
+        written) is computed again from what it reads then; the snapshot is taken once."""
         # its objects go to disk as one pack, each part before a ref names it
-        lock = os.path.join(lock_dir, task.name.replace("/", "%") + ".flock")
-        with locked(lock), self.repo.batched_objects():
+        with self.locked(task), self.repo.batched_objects():
+            snap = _Snapshot(self, draft)
             return retry(
-                lambda: self._create_once(
-                    task,
-                    message,
-                    light,
-                    trigger,
-                    step,
-                    state,
-                    assertions,
-                    secret_paths,
-                    actor,
-                    tree,
-                    committed,
-                ),
+                lambda: self._create_once(task, draft, snap),
                 what=f"checkpoint of {task}",
-                tries=20,
-                exhausted=lambda: ConflictError(
-                    f"checkpoint ref of {task} kept moving under another writer",
-                    hint="nothing was committed; run the command again",
-                ),
+                tries=None,
+                deadline_seconds=LOCK_WAIT_SECONDS,
+                max_delay=0.1,
+                exhausted=lambda: self._stuck(task),
             )
 
-    def _move_ref(self, task: TaskName, commit: str, old: str | None, message: str) -> bool:
-        """The compare-and-swap of the commit point. False: another writer moved the ref.
-
-        A ref that is only *locked* (by a writer now, or by one that was killed) is
-        waited for; `cas_ref` breaks a lock old enough to be stale.
-        """
-        ref = task.checkpoints_ref
-
-        def attempt() -> bool | None:
-            if self.repo.cas_ref(ref, commit, old, message):
-                return True
-            return False if self.repo.read_ref(ref) != old else None  # None: only locked
-
-        return retry(
-            attempt,
-            what=f"moving {ref}",
-            tries=None,
-            deadline_seconds=LOCK_WAIT_SECONDS,
-            first_delay=0.001,
-            max_delay=0.1,
-            exhausted=lambda: ConflictError(
-                f"{ref} stayed locked for {LOCK_WAIT_SECONDS:.0f} s",
-                hint=f"if no git process is running, run `git ckpt doctor` (or remove "
-                f".git/{ref}.lock)",
-            ),
+    def _stuck(self, task: TaskName) -> ConflictError:
+        """Why a checkpoint's transaction never went through: a lock another process holds
+        (a killed writer's is broken once it is stale), or refs that kept moving."""
+        for ref in (task.checkpoints_ref, task.events_ref, STATE_NOTES, ASSERTION_NOTES):
+            if os.path.exists(os.path.join(self.repo.common_dir, ref + ".lock")):
+                return ConflictError(
+                    f"{ref} stayed locked for {LOCK_WAIT_SECONDS:.0f} s",
+                    hint=f"nothing was committed; if no git process is running, run "
+                    f"`git ckpt doctor` (or remove .git/{ref}.lock)",
+                )
+        return ConflictError(
+            f"the refs of task {task} kept moving under another writer",
+            hint="nothing was committed; run the command again",
         )
 
-    def _tree(
-        self,
-        light: bool,
-        prev: Checkpoint | None,
-        baseline: str | None,
-        secret_paths: Sequence[str],
-        assertions: Sequence[JSON],
-        known: str | None = None,
-    ) -> tuple[str, Sequence[JSON]]:
-        """The checkpoint's tree: its parent's for a light one (no disk scan), else a
-        snapshot (or `known`, the caller's proven one); large files the snapshot leaves
-        out are pinned as assertions instead."""
+    def _create_once(self, task: TaskName, draft: Draft, snap: _Snapshot) -> Checkpoint | None:
         repo = self.repo
-        if not light:
-            from git_agentckpt.git.worktree import large_files
-
-            tree = known if known is not None else snapshot_with_progress(repo, secret_paths)
-            return tree, [*assertions, *(large_assertion(f) for f in large_files(repo))]
-        if prev is not None:
-            return prev.tree, assertions
-        return (repo.read_commit(baseline).tree if baseline else repo.empty_tree()), assertions
-
-    def _commit_point(self, task: TaskName, commit: str, old: str | None, reason: str) -> bool:
-        """The guard every checkpoint move passes, then the compare-and-swap."""
-        problems = check_updates(self.repo, [Update(old or ZERO, commit, task.checkpoints_ref)])
-        if problems:
-            raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
-        return self._move_ref(task, commit, old, reason)
-
-    def _create_once(
-        self,
-        task: TaskName,
-        message: str,
-        light: bool,
-        trigger: str,
-        step: str | None,
-        state: Callable[[], tuple[Mapping[str, JSON], Sequence[NewEvent]]],
-        assertions: Sequence[JSON],
-        secret_paths: Sequence[str],
-        actor: Mapping[str, JSON] | None,
-        known_tree: str | None = None,
-        committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
-    ) -> Checkpoint | None:
-        repo = self.repo
-        old = repo.read_ref(task.checkpoints_ref)
+        plan = draft.plan()  # the state at the log tip it read, under the lock
+        old = plan.checkpoint_tip
         prev = self.get(old) if old else None
         head = repo.head()
         baseline = prev.baseline if prev else head
-        # 1. snapshot tree and commit object: invisible until the ref moves
-        tree, assertions = self._tree(light, prev, baseline, secret_paths, assertions, known_tree)
+        tree, assertions = snap.tree(prev, baseline)
         parents = [old] if old else ([head] if head else [])
         if prev is not None and head and head != prev.head and head not in parents:
             parents.append(head)
         redactor = self.log.redactor  # the gate (store/redaction.py): names refused, text redacted
         check_name(redactor, "task name", task.name)
-        if step:
-            check_name(redactor, "step id", step)
-        message, trigger = redactor.text(message), redactor.text(trigger)
-        raw_state, lead = state()
-        clean_state = redact_state(redactor, raw_state)
+        if draft.step:
+            check_name(redactor, "step id", draft.step)
+        message, trigger = redactor.text(draft.message), redactor.text(draft.trigger)
         number = (prev.number if prev else 0) + 1
-        ckpt_id = new_ulid()
-        kind = "light" if light else "full"
+        kind = "light" if draft.light else "full"
         subject = f"checkpoint {number} of {task}" + (f": {message}" if message else "")
-        trailers = _trailers(ckpt_id, task, kind, trigger, step, number, baseline, head)
+        trailers = _trailers(new_ulid(), task, kind, trigger, draft.step, number, baseline, head)
         commit = repo.commit(tree, parents, checkpoint_message(subject, trailers), sign=True)
-        crash_point("checkpoint.objects")
-        # 2. notes of that commit
-        notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
-        state_blob = dumps(clean_state).encode()
-        write_notes(repo, STATE_NOTES, {commit: state_blob}, notes_msg)
-        # the notes' blob ids go into the prepare event: `verify` finds a note replaced later
-        notes: dict[str, JSON] = {"state": blob_id(state_blob, commit)}
-        if assertions:
-            body = dumps({"v": 1, "assertions": redact_assertions(redactor, assertions)}).encode()
-            write_notes(repo, ASSERTION_NOTES, {commit: body}, notes_msg)
-            notes["assertions"] = blob_id(body, commit)
-        crash_point("checkpoint.notes")
-        links: dict[str, JSON] = {"checkpoint": commit}
-        if step:
-            links["step"] = step
-        data: dict[str, JSON] = {"kind": kind, "trigger": trigger, "number": number, "id": ckpt_id}
-        data["notes"] = notes
-        who = dict(actor or {})
-        # 3. write-ahead record
-        prepare = NewEvent("checkpoint.prepare", who, links=links, data=data)
-        self.log.append(task, [*lead, prepare])
-        crash_point("checkpoint.prepare")
-        # 4. the commit point (the same guard the reference-transaction hook runs)
-        if not self._commit_point(task, commit, old, f"git ckpt: {subject}"):
-            abort = NewEvent(
-                "checkpoint.abort", who, links=links, data={**data, "reason": "ref moved"}
-            )
-            self.log.append(task, [abort])
-            return None
-        crash_point("checkpoint.ref")
         made = Checkpoint(
-            id=ckpt_id,
+            id=trailers["Checkpoint-Id"],
             commit=commit,
             task=task.name,
             number=number,
             kind=kind,
             trigger=trigger,
-            step=step,
+            step=draft.step,
             baseline=baseline,
             head=head,
             subject=subject,
@@ -491,8 +371,144 @@ class CheckpointStore:
             tree=tree,
             parent=old,
         )
-        after = list(committed(made)) if committed is not None else []
-        # 5. done
+        moves, notes = self._notes(made, redact_state(redactor, plan.state), assertions)
+        extra = draft.extra(made) if draft.extra is not None else Extra()
+        moves += computed_moves(repo, extra.refs)
+        links: dict[str, JSON] = {"checkpoint": commit}
+        if draft.step:
+            links["step"] = draft.step
+        data: dict[str, JSON] = {"kind": kind, "trigger": trigger, "number": number}
+        data.update({"id": made.id, "notes": notes})
+        who = dict(draft.actor or {})
+        prepare = NewEvent("checkpoint.prepare", who, links=links, data=data)
         done = NewEvent("checkpoint.commit", who, links=links, data=data)
-        self.log.append(task, [done, *after])
+        batch = self.log.batch(task, [*plan.lead, prepare, done, *extra.events])
+        log_commit, _ = batch.commit_on(plan.events_tip)
+        moves.append(RefMove(task.events_ref, log_commit, plan.events_tip))
+        moves.append(RefMove(task.checkpoints_ref, commit, old))  # last: the commit point
+        crash_point("checkpoint.objects")
+        self._guard(task, made, old, (plan.events_tip, log_commit))
+        if not repo.cas_refs(moves, f"git ckpt: {subject}"):
+            return None
+        crash_point("checkpoint.ref")
+        self.log.appended(task)
         return made
+
+    def _notes(
+        self, made: Checkpoint, state: Mapping[str, JSON], assertions: Sequence[JSON]
+    ) -> tuple[list[RefMove], dict[str, JSON]]:
+        """The notes commits of checkpoint `made` (state, and assertions when it has any),
+        as ref moves, and their blob ids, which its prepare event binds (`verify` finds a
+        note replaced later)."""
+        repo = self.repo
+        msg = f"git ckpt: notes for checkpoint {made.number} of {made.task}\n"
+        bodies = {STATE_NOTES: dumps(state).encode()}
+        if assertions:
+            redacted = redact_assertions(self.log.redactor, assertions)
+            bodies[ASSERTION_NOTES] = dumps({"v": 1, "assertions": redacted}).encode()
+        moves: list[RefMove] = []
+        bound: dict[str, JSON] = {}
+        for ref, body in bodies.items():
+            tip = repo.read_ref(ref)
+            moves.append(RefMove(ref, notes_commit(repo, tip, {made.commit: body}, msg), tip))
+            bound["state" if ref == STATE_NOTES else "assertions"] = blob_id(body, made.commit)
+        return moves, bound
+
+    def _guard(
+        self, task: TaskName, made: Checkpoint, old: str | None, log: tuple[str | None, str]
+    ) -> None:
+        """The guard every checkpoint move passes (the one the reference-transaction hook
+        runs for other writers), with the log's new tip of the same transaction."""
+        updates = [
+            Update(log[0] or ZERO, log[1], task.events_ref),
+            Update(old or ZERO, made.commit, task.checkpoints_ref),
+        ]
+        problems = check_updates(self.repo, updates)
+        if problems:
+            raise CorruptError("refusing to move the checkpoint ref: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a checkpoint records, decided under the task's lock: the state at the log tip
+    `events_tip` and checkpoint `checkpoint_tip` (the transaction expects both refs
+    there), and the events logged before its `checkpoint.prepare` (a `task.start`, a
+    `step.end`, a resume's `recovery.*`)."""
+
+    state: Mapping[str, JSON]
+    lead: Sequence[NewEvent]
+    events_tip: str | None
+    checkpoint_tip: str | None
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a checkpoint's transaction carries besides itself, once its commit is known (a
+    resume: its report, and `recovery.ready`): events logged after its
+    `checkpoint.commit`, and refs moved with it, each computed from its tip."""
+
+    events: Sequence[NewEvent] = ()
+    refs: Mapping[str, Callable[[str | None], str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One checkpoint as its caller asks for it (`CheckpointStore.create`)."""
+
+    message: str
+    light: bool
+    trigger: str
+    step: str | None
+    plan: Callable[[], Plan]  # called under the lock, and again on each retry
+    assertions: Sequence[JSON] = ()
+    secret_paths: Sequence[str] = ()
+    actor: Mapping[str, JSON] | None = None
+    tree: str | None = None  # the working tree already proven equal to the disk
+    extra: Callable[[Checkpoint], Extra] | None = None
+
+
+Compute = Callable[[str | None], str]
+
+
+def computed_moves(repo: GitRepo, refs: Mapping[str, Compute] | None) -> list[RefMove]:
+    """A move of each ref of `refs` from its tip now to what its computation makes of it."""
+    moves = []
+    for ref, compute in (refs or {}).items():
+        tip = repo.read_ref(ref)
+        moves.append(RefMove(ref, compute(tip), tip))
+    return moves
+
+
+class _Snapshot:
+    """A checkpoint's tree, taken once whatever the retries: its parent's for a light one
+    (no disk scan), else a snapshot (or the draft's proven tree); large files the snapshot
+    leaves out are pinned as assertions instead."""
+
+    def __init__(self, store: CheckpointStore, draft: Draft) -> None:
+        self.store = store
+        self.draft = draft
+        self.full: tuple[str, Sequence[JSON]] | None = None
+
+    def tree(self, prev: Checkpoint | None, baseline: str | None) -> tuple[str, Sequence[JSON]]:
+        repo, draft = self.store.repo, self.draft
+        if draft.light:
+            if prev is not None:
+                return prev.tree, draft.assertions
+            base = repo.read_commit(baseline).tree if baseline else repo.empty_tree()
+            return base, draft.assertions
+        if self.full is None:
+            from git_agentckpt.git.worktree import large_files
+
+            tree = draft.tree or snapshot_with_progress(repo, draft.secret_paths)
+            large = [large_assertion(f) for f in large_files(repo)]
+            self.full = tree, by_id([*draft.assertions, *large])
+        return self.full
+
+
+def by_id(assertions: Sequence[JSON]) -> list[JSON]:
+    """Assertions with one per id, the last given of each (a pin taken now replaces the
+    one a resume carried forward), in the order the ids first came."""
+    kept: dict[str, JSON] = {}
+    for item in assertions:
+        kept[str(item.get("id")) if isinstance(item, dict) else repr(item)] = item
+    return list(kept.values())

@@ -109,6 +109,43 @@ def _subject(events: Sequence[Event]) -> str:
 APPEND_HOOKS: list[Callable[[GitRepo, TaskName], None]] = []
 
 
+class Batch:
+    """Events of one append, redacted, to commit on a tip of the log (`commit_on`)."""
+
+    def __init__(self, log: EventLog, task: TaskName, clean: list[NewEvent], tree: str) -> None:
+        self.log = log
+        self.task = task
+        self.clean = clean
+        self.tree = tree
+
+    def commit_on(self, old: str | None) -> tuple[str, list[Event]]:
+        """The event commit on `old` (the log's tip; None: the first), with its events
+        numbered after the tip's: the ref is not moved."""
+        repo = self.log.repo
+        last_seq = self.log.last_seq_at(old)
+        ts = iso_now()
+        events = [
+            Event(
+                id=new_ulid(),
+                seq=last_seq + i + 1,
+                ts=ts,
+                task=self.task.name,
+                type=ev.type,
+                actor=ev.actor,
+                input=ev.input,
+                output=ev.output,
+                links=ev.links,
+                data=ev.data,
+            )
+            for i, ev in enumerate(self.clean)
+        ]
+        body = "\n".join(dumps(e.to_json()) for e in events)
+        parent_head, parent_message = repo.commit_text(old) if old else ("", None)
+        content = _subject(events) + "\n\n" + body + "\n"
+        message = with_digest(content, parent_message, parent_head)
+        return repo.commit(self.tree, [old] if old else [], message, sign=True), events
+
+
 class EventLog:
     def __init__(self, repo: GitRepo, redactor: Redactor | None = None) -> None:
         self.repo = repo
@@ -122,44 +159,18 @@ class EventLog:
         return [TaskName.from_ref(r) for r in sorted(self.repo.list_refs(EVENTS))]
 
     def append(self, task: TaskName, new_events: Sequence[NewEvent]) -> list[Event]:
-        """Append events in one commit; returns them with id, seq and ts assigned."""
+        """Append events in one commit; returns them with id, seq and ts assigned. A
+        writer that moved the log first is no conflict: the commit is built again on its
+        tip (these events change no state, or their caller holds the task's lock)."""
         if not new_events:
             return []
-        for ev in new_events:
-            check_event_type(ev.type)
-        r = self.redactor
-        check_name(r, "task name", task.name)  # the gate: store/redaction.py
-        clean = [redact_event(r, ev) for ev in new_events]
-        # payloads above 64 KiB: blobs in the event commit's tree (store/payloads.py)
-        clean, blobs = store_apart(self.repo, clean)
-        tree = tree_of(self.repo, blobs)
+        batch = self.batch(task, new_events)
         ref = task.events_ref
         result: list[Event] = []
 
         def attempt() -> str | None:
             old = self.repo.read_ref(ref)
-            last_seq = self._last_seq(old)
-            ts = iso_now()
-            events = [
-                Event(
-                    id=new_ulid(),
-                    seq=last_seq + i + 1,
-                    ts=ts,
-                    task=task.name,
-                    type=ev.type,
-                    actor=ev.actor,
-                    input=ev.input,
-                    output=ev.output,
-                    links=ev.links,
-                    data=ev.data,
-                )
-                for i, ev in enumerate(clean)
-            ]
-            body = "\n".join(dumps(e.to_json()) for e in events)
-            parent_head, parent_message = self.repo.commit_text(old) if old else ("", None)
-            content = _subject(events) + "\n\n" + body + "\n"
-            message = with_digest(content, parent_message, parent_head)
-            commit = self.repo.commit(tree, [old] if old else [], message, sign=True)
+            commit, events = batch.commit_on(old)
             crash_point("event.object")
             if not self.repo.cas_ref(ref, commit, old, f"git ckpt: {events[0].type}"):
                 return None
@@ -168,10 +179,26 @@ class EventLog:
             return commit
 
         retry_cas(attempt, f"appending to the event log of {task}")
+        self.appended(task)
+        return result
+
+    def appended(self, task: TaskName) -> None:
+        """After the log of `task` moved: the hooks that follow it (the daemon's caches)."""
         for hook in APPEND_HOOKS:
             with contextlib.suppress(Exception):
                 hook(self.repo, task)
-        return result
+
+    def batch(self, task: TaskName, new_events: Sequence[NewEvent]) -> Batch:
+        """`new_events` checked and redacted, their large payloads stored apart: ready to
+        be committed on any tip of the log (`Batch.commit_on`)."""
+        for ev in new_events:
+            check_event_type(ev.type)
+        r = self.redactor
+        check_name(r, "task name", task.name)  # the gate: store/redaction.py
+        clean = [redact_event(r, ev) for ev in new_events]
+        # payloads above 64 KiB: blobs in the event commit's tree (store/payloads.py)
+        clean, blobs = store_apart(self.repo, clean)
+        return Batch(self, task, clean, tree_of(self.repo, blobs))
 
     def last_seq_at(self, tip: str | None) -> int:
         """The highest event number of the log at `tip` (0: empty)."""

@@ -113,31 +113,25 @@ def restore_checkpoint(ws: Workspace, name: str, dry_run: bool = False) -> Resto
                 if (tip := ws.store.tip(t)) is not None:
                     known.add(tip.tree)
         if current_tree not in known:
-            msg = f"safety before restoring {target.id}"
-            ws.create(task.name, message=msg, light=True, trigger="pre_restore", force=True)
             # the tree just snapshotted is what is on disk: no second `add -A`
-            safety = ws.create(
-                task.name, message=msg, trigger="pre_restore", force=True, _tree=current_tree
-            )
+            msg = f"safety before restoring {target.id}"
+            safety = ws.safety_checkpoint(task, msg, current_tree)
         crash_point("restore.safety")
+        # intent first (what will be written, and what undoes it), then the writes, then
+        # their completion: a restore killed in between is named by its intent alone
+        intent = {
+            "written": len(plan.writes),
+            "deleted": len(plan.deletes),
+            "safety": safety.commit if safety else None,
+        }
+        links = {"checkpoint": target.commit}
+        ws.log.append(task, [NewEvent("workspace.restore", links=links, data=intent)])
+        crash_point("restore.logged")
         with Progress("Restoring files", len(plan.writes) + len(plan.deletes)) as meter:
             submodules = apply_restore(ws.repo, plan, meter.advance if meter.active else None)
-        ws.log.append(
-            task,
-            [
-                NewEvent(
-                    "workspace.restore",
-                    links={"checkpoint": target.commit},
-                    data={
-                        "written": len(plan.writes),
-                        "deleted": len(plan.deletes),
-                        "submodules": [s.path for s in submodules if not s.left],
-                        "safety": safety.commit if safety else None,
-                    },
-                )
-            ],
-        )
-        crash_point("restore.logged")
+        done = {**intent, "submodules": [s.path for s in submodules if not s.left]}
+        ws.log.append(task, [NewEvent("workspace.restored", links=links, data=done)])
+        crash_point("restore.done")
     return RestoreResult(
         target=target,
         written=tuple(c.path for c in plan.writes),

@@ -35,9 +35,13 @@ class SkippedEvent:
 
 @dataclass
 class TaskView:
+    """The current state of a task, and what it was computed from: the checkpoint `tip`
+    and the log tip `head` (a write that expects them: `Workspace.create`, `log_move`)."""
+
     state: dict[str, JSON] | None
     tip: Checkpoint | None
     skipped: list[SkippedEvent] = field(default_factory=list)
+    head: str | None = None
 
 
 # A commit holding a state-changing event has one of these in its message (the type's
@@ -120,7 +124,7 @@ def read_task(store: CheckpointStore, log: EventLog, task: TaskName) -> TaskView
     cache = StateCache(log.repo.git_dir)
     cached = cache.load(task.name)
     if cached is not None and cached.key == key:
-        return TaskView(cached.state, tip, [_skipped(s) for s in cached.skipped])
+        return TaskView(cached.state, tip, [_skipped(s) for s in cached.skipped], head)
     extends = (
         cached is not None
         and cached.key.events is not None
@@ -141,7 +145,7 @@ def read_task(store: CheckpointStore, log: EventLog, task: TaskName) -> TaskView
     state, more = replay(state, events)
     skipped += more
     cache.save(task.name, CachedState(key, state, [s.to_json() for s in skipped]))
-    return TaskView(state, tip, skipped)
+    return TaskView(state, tip, skipped, head)
 
 
 def _skipped(obj: dict[str, JSON]) -> SkippedEvent:

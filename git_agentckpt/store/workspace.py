@@ -11,23 +11,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from git_agentckpt import after_reply
-from git_agentckpt.crashpoint import crash_point
-from git_agentckpt.errors import (
-    BadStateError,
-    NotFound,
-    RecoveringError,
-    UsageError,
-)
+from git_agentckpt.errors import BadStateError, NotFound, RecoveringError, UsageError
 from git_agentckpt.git import packing
+from git_agentckpt.git.ref_moves import retry_cas
+from git_agentckpt.git.ref_txn import RefMove
+from git_agentckpt.lifecycle import NEW, MoveRefused, not_ready, step_move, task_move
 from git_agentckpt.model import (
     JSON,
     REFUSED_START_EVENT,
+    START_MOVES,
+    STATE_EVENTS,
     Event,
     NewEvent,
     RunInfo,
+    apply_event,
     check_external_event_type,
     check_external_patch,
     find_step,
@@ -35,12 +36,20 @@ from git_agentckpt.model import (
     new_state,
     normalize_state,
 )
-from git_agentckpt.store.checkpoints import Checkpoint
+from git_agentckpt.store.checkpoints import (
+    RESUME_TRIGGER,
+    SAFETY_TRIGGER,
+    Checkpoint,
+    Draft,
+    Extra,
+    Plan,
+    computed_moves,
+)
 from git_agentckpt.store.costs import record_cost
 from git_agentckpt.store.pins import key_input_assertions
 from git_agentckpt.store.reading import TaskReader
 from git_agentckpt.store.refs import TaskName
-from git_agentckpt.store.state import current_state
+from git_agentckpt.store.state import TaskView, read_task
 from git_agentckpt.store.tools import file_hashes, tool_versions
 
 if TYPE_CHECKING:
@@ -60,20 +69,62 @@ def __getattr__(name: str) -> Any:
 
 
 EventLike = NewEvent | Mapping[str, Any]
+Decide = Callable[[TaskView], tuple[dict[str, JSON], list[NewEvent]]]
 # every this many events, the loose objects are counted (and packed past PACK_AT)
 EVENTS_PER_PACK_CHECK = 256
-START_MODES = {"pending": "start", "in_progress": "redo", "failed": "retry"}
+REDONE = ("done", "skipped")  # started again only with --redo
+RESUME_MOVES = {"recovering": "resume", "not_ready": "block"}
 
 
-class StepNotStartable(UsageError):
-    """`step start` of a step that is done or skipped."""
+@dataclass(frozen=True)
+class Resumed:
+    """What a resume commits (`Workspace.resume_checkpoint`)."""
 
-    def __init__(self, step: str, status: str) -> None:
+    message: str
+    state: Mapping[str, JSON]  # the state of the checkpoint it resumed from, recovering
+    lead: Sequence[NewEvent]  # the recovery's events, logged before the prepare
+    tree: str | None  # the working tree the resume proved or snapshotted (None: scan)
+    extra: Callable[[Checkpoint], Extra]  # its report and `recovery.ready`
+    assertions: Sequence[JSON] = ()  # the start's, re-pinned where a person accepted drift
+
+
+class StepNotStartable(MoveRefused):
+    """`step start` of a done or skipped step, without `--redo`."""
+
+    def __init__(self, task: str, step: str, status: str) -> None:
         super().__init__(
-            f"step {step!r} is {status}; only pending, in_progress or failed steps start"
+            f"step {step!r} is {status}: it starts again only as a redo",
+            hint=f"run `git ckpt step start {task} {step} --redo` to redo it (logged)",
         )
         self.step = step
         self.status = status
+
+
+def checked_moves(events: Sequence[NewEvent]) -> Callable[[TaskView], list[NewEvent]]:
+    """A `log_move` decision that logs `events` if the state machine takes every move they
+    make from the state at the tip they are appended to (replayed as any reader would)."""
+
+    def decide(view: TaskView) -> list[NewEvent]:
+        state = json.loads(json.dumps(view.state)) if view.state is not None else None
+        for ev in events:
+            if ev.type in STATE_EVENTS:
+                state = apply_event(state, ev)
+        return list(events)
+
+    return decide
+
+
+def check_not_paused(t: TaskName, state: Mapping[str, JSON], force: bool) -> None:
+    """A task waiting for its recovery to be confirmed moves no step and takes no
+    checkpoint of its own: a recovering one unless `force`, a not-ready one never."""
+    status = state.get("status")
+    if status == "not_ready":
+        raise not_ready(t.name, state)
+    if status == "recovering" and not force:
+        raise RecoveringError(
+            f"task {t} is recovering: confirm the restatement first",
+            hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
+        )
 
 
 def _as_new_event(ev: EventLike) -> NewEvent:
@@ -93,7 +144,9 @@ def _as_new_event(ev: EventLike) -> NewEvent:
 
 class Workspace(TaskReader):
     """The task store of one repository: `TaskReader` plus every write (tasks, checkpoints,
-    steps, events, restore)."""
+    steps, events, restore). Every move of a task or a step is checked against the state
+    machine (`lifecycle.py`) under the task's lock, on the state at the log tip the write
+    expects, and written in the same transaction: nothing is written for a refused move."""
 
     def task_start(
         self,
@@ -103,30 +156,24 @@ class Workspace(TaskReader):
         constraints: Sequence[str] = (),
         run: RunInfo | None = None,
     ) -> Checkpoint:
+        """The task's first checkpoint, with its `task.start` logged in the same
+        transaction: a start whose snapshot fails leaves nothing behind."""
         t = TaskName(task)
         t.check_no_prefix_clash(self.tasks())
-        state = new_state(t.name, goal, list(steps), list(constraints))
-        if self.repo.read_ref(t.checkpoints_ref) is not None:
-            raise UsageError(
-                f"task {task!r} already exists", hint=f"see `git ckpt task show {task}`"
-            )
-        if self.log.exists(t):
-            # a start cut off between its task.start event and its first checkpoint (a
-            # crash): the same start completes it, a different one is refused
-            logged, _ = current_state(self.store, self.log, t)
-            same = logged is not None and all(
-                logged.get(k) == state.get(k) for k in ("goal", "steps", "constraints")
-            )
-            if not same:
+        started = new_state(t.name, goal, list(steps), list(constraints))
+        started["worktree"] = self.worktree
+
+        def decide(view: TaskView) -> tuple[dict[str, JSON], list[NewEvent]]:
+            if view.state is not None or view.tip is not None:
                 raise UsageError(
-                    f"task {task!r} already exists (its first checkpoint never committed)",
-                    hint=f"run `git ckpt create -t {task}` to complete it as it was started",
+                    f"task {task!r} already exists", hint=f"see `git ckpt task show {task}`"
                 )
-        # the task.start is logged with the first checkpoint's prepare, in one commit: a
-        # start whose baseline snapshot fails leaves nothing behind, and can be run again
-        return self.create(
-            task=t.name, message="task start", trigger="task_start", run=run, _start=state
-        )
+            t.check_no_prefix_clash(self.tasks())
+            task_move(t.name, NEW, "start")
+            return started, [NewEvent("task.start", data={"state": started})]
+
+        draft = self._draft(t, "task start", "task_start", decide, run=run)
+        return self._checkpoint(t, draft)
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -161,83 +208,84 @@ class Workspace(TaskReader):
         force: bool = False,
         actor: str | None = None,
         assertions: Sequence[Any] = (),
-        _state_override: dict[str, JSON] | None = None,
-        _transform: Callable[[dict[str, JSON]], dict[str, JSON]] | None = None,
-        _start: dict[str, JSON] | None = None,
-        _tree: str | None = None,
-        _lead: Sequence[NewEvent] = (),
-        _committed: Callable[[Checkpoint], Sequence[NewEvent]] | None = None,
     ) -> Checkpoint:
-        """Take a checkpoint; `state` is a patch merged into the current task state.
-
-        `_tree` (internal: restore and resume) is the working tree already proven equal to
-        the disk; a full checkpoint records it instead of snapshotting again.
-
-        `_lead` (internal: resume's recovery events) is logged in the same commit as the
-        `checkpoint.prepare`, just before it, once: a retry after a lost race logs its own
-        prepare without them (they are in the log already, with the aborted one).
-        `_committed` (internal: resume) runs after the commit point, its events logged
-        with the `checkpoint.commit` (`CheckpointStore.create`).
+        """Take a checkpoint of a task that exists (a name nobody started is `NotFound`:
+        a typo is never a new task); `state` is a patch merged into the current state,
+        its moves checked against the state machine. A recovering task takes none
+        unless `force`; a not-ready one none at all.
 
         `assertions` are checked on resume (`{"id": …, "check": {…}}` objects; the facade
         also takes `--assert` specs); the key inputs (`[env] key_inputs`) are pinned too.
         """
-        t = self.resolve_task(task)
-        checks = [
-            *self._checks_for_create(assertions),
-            *key_input_assertions(self.repo.workdir, self.settings.key_inputs),
-        ]
+        t = self.require_task(task)
 
-        unlogged = list(_lead)
-
-        def compute_state() -> tuple[dict[str, JSON], list[NewEvent]]:
-            """Runs under the task's lock (and again on each retry): see CheckpointStore.
-            Also the events to log with the prepare: `_lead` (the first time), and the
-            task.start of a new task."""
-            lead: list[NewEvent] = unlogged[:]
-            unlogged.clear()
-            if _state_override is not None:  # resume: the state of the checkpoint it stands for
-                current: dict[str, JSON] | None = json.loads(json.dumps(_state_override))
-            else:
-                current, _ = current_state(self.store, self.log, t)
-            if _start is not None and self.repo.read_ref(t.checkpoints_ref) is not None:
-                raise UsageError(f"task {t} already exists", hint=f"see `git ckpt task show {t}`")
-            if current is None:  # a new task (or an agent checkpointing one nobody started)
-                t.check_no_prefix_clash(self.tasks())
-                current = _start if _start is not None else new_state(t.name, "", [], [])
-                current["worktree"] = self.worktree
-                lead.append(NewEvent("task.start", data={"state": current}))
-            self._check_own(t, current)
-            if current.get("status") == "recovering" and not force:
-                raise RecoveringError(
-                    f"task {t} is recovering: confirm the restatement first",
-                    hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
-                )
-            new = _transform(current) if _transform is not None else current
+        def decide(view: TaskView) -> tuple[dict[str, JSON], list[NewEvent]]:
+            current = self._own_state(t, view)
+            check_not_paused(t, current, force)
+            new = current
             if state:
                 check_external_patch(new, state)
                 new = merge_update(new, state)
             if step is not None and find_step(new, step) is None:
                 raise NotFound(f"task {t} has no step {step!r}")
+            return new, []
+
+        draft = self._draft(t, message, trigger, decide, light=light, step=step, run=run)
+        draft = replace(draft, actor={"agent": actor} if actor else None)
+        draft = replace(draft, assertions=self._assertions(assertions))
+        return self._checkpoint(t, draft)
+
+    def _own_state(self, t: TaskName, view: TaskView) -> dict[str, JSON]:
+        """The state a write starts from: the task must exist and be this worktree's."""
+        if view.state is None:
+            raise NotFound(f"no task {t.name!r}", hint="start it with `git ckpt task start`")
+        self._check_own(t, view.state)
+        state: dict[str, JSON] = json.loads(json.dumps(view.state))
+        return state
+
+    def _assertions(self, given: Sequence[Any]) -> list[JSON]:
+        """A checkpoint's assertions: the caller's and the pinned key inputs."""
+        return [
+            *self._checks_for_create(given),
+            *key_input_assertions(self.repo.workdir, self.settings.key_inputs),
+        ]
+
+    def _draft(
+        self,
+        t: TaskName,
+        message: str,
+        trigger: str,
+        decide: Decide,
+        *,
+        light: bool = False,
+        step: str | None = None,
+        run: RunInfo | None = None,
+    ) -> Draft:
+        """A checkpoint whose state `decide` computes (and checks) from the state at the
+        log tip its transaction will expect: under the task's lock, again on each retry."""
+
+        def plan() -> Plan:
+            view = read_task(self.store, self.log, t)
+            new, lead = decide(view)
             new = normalize_state(json.loads(json.dumps(new)))
             self._record_env(new, light, run)
-            return new, lead
+            return Plan(new, lead, view.head, view.tip.commit if view.tip else None)
 
-        started = time.perf_counter()
-        made = self.store.create(
-            t,
-            message=message,
-            light=light,
-            trigger=trigger,
-            step=step,
-            state=compute_state,
+        return Draft(
+            message,
+            light,
+            trigger,
+            step,
+            plan,
+            assertions=self._assertions(()),
             secret_paths=self.settings.secret_paths,
-            actor={"agent": actor} if actor else None,
-            assertions=checks,
-            tree=_tree,
-            committed=_committed,
         )
-        if not light and _tree is None:
+
+    def _checkpoint(self, t: TaskName, draft: Draft) -> Checkpoint:
+        """Commit `draft` (`CheckpointStore.create`), then pack its objects."""
+        started = time.perf_counter()
+        made = self.store.create(t, draft)
+        if not draft.light and draft.tree is None:
             record_cost(self.repo, time.perf_counter() - started)
         self._pack_objects()
         return made
@@ -257,6 +305,70 @@ class Workspace(TaskReader):
         `--assert` specs and warns about a contract that does not validate)."""
         return list(assertions)
 
+    # -- moves logged as events ---------------------------------------------------------
+
+    def log_move(
+        self,
+        task: TaskName,
+        decide: Callable[[TaskView], list[NewEvent]],
+        refs: Mapping[str, Callable[[str | None], str]] | None = None,
+    ) -> Event:
+        """State-changing events, committed as a checkpoint is: under the task's lock,
+        `decide` checks the move on the state at the log tip the append expects, and an
+        append that finds the log moved (an event logged in between) decides again. `refs`
+        (a resume's report) move in the same transaction, each computed from its tip. The
+        first event logged is returned; a refused move writes nothing."""
+        ref = task.events_ref
+
+        def attempt() -> list[Event] | None:
+            view = read_task(self.store, self.log, task)
+            commit, events = self.log.batch(task, decide(view)).commit_on(view.head)
+            moves = computed_moves(self.repo, refs)
+            moves.append(RefMove(ref, commit, view.head))
+            if not self.repo.cas_refs(moves, f"git ckpt: {events[0].type}"):
+                return None
+            return events
+
+        with self.store.locked(task):
+            events = retry_cas(attempt, f"appending to the event log of {task}")
+        self.log.appended(task)
+        return events[0]
+
+    def safety_checkpoint(self, task: TaskName, message: str, tree: str) -> Checkpoint:
+        """A full `pre_restore` checkpoint of `tree`, the working tree as just snapshotted
+        (no second scan): what a restore or a resume is about to overwrite. Taken whatever
+        the task's status: it records, it moves nothing."""
+
+        def decide(view: TaskView) -> tuple[dict[str, JSON], list[NewEvent]]:
+            return self._own_state(task, view), []
+
+        draft = replace(self._draft(task, message, SAFETY_TRIGGER, decide), tree=tree)
+        return self._checkpoint(task, draft)
+
+    def resume_checkpoint(self, task: TaskName, resumed: Resumed) -> Checkpoint:
+        """The checkpoint a resume writes: it stands for the checkpoint it resumed from
+        (`resumed.state`: that one's, recovering or not ready), with the recovery's events
+        logged before its prepare and its report moved in the same transaction."""
+
+        def decide(view: TaskView) -> tuple[dict[str, JSON], list[NewEvent]]:
+            current = self._own_state(task, view)
+            target = str(resumed.state.get("status"))
+            task_move(task.name, str(current.get("status")), RESUME_MOVES[target])
+            return dict(resumed.state), list(resumed.lead)
+
+        draft = self._draft(task, resumed.message, RESUME_TRIGGER, decide)
+        pinned = {a.get("id") for a in draft.assertions if isinstance(a, dict)}  # now's win
+        carried = [
+            a for a in resumed.assertions if not (isinstance(a, dict) and a.get("id") in pinned)
+        ]
+        draft = replace(
+            draft,
+            tree=resumed.tree,
+            extra=resumed.extra,
+            assertions=[*carried, *draft.assertions],
+        )
+        return self._checkpoint(task, draft)
+
     # -- steps ------------------------------------------------------------------------
 
     def step_start(
@@ -266,31 +378,24 @@ class Workspace(TaskReader):
         force: bool = False,
         risk: str | None = None,
         pre_expensive: Callable[[], bool] = lambda: True,
+        redo: bool = False,
     ) -> Event:
-        """`step.start`; a high-risk step first gets a full `pre_expensive_step` checkpoint
-        (when `pre_expensive()` says the policy wants one). A done or skipped step raises
-        `StepNotStartable` after its refusal is logged."""
+        """`step.start`: a pending step starts, an in-progress one restarts, a failed one is
+        retried, a done or skipped one only with `redo` (logged). A high-risk step first
+        gets a full `pre_expensive_step` checkpoint (when `pre_expensive()` says the policy
+        wants one). A start refused for a done step is logged (a drift signal), then
+        `StepNotStartable` raised."""
         t = TaskName(task)
         state = self.require_own(t)
-        if state.get("status") == "recovering" and not force:
-            raise RecoveringError(
-                f"task {t} is recovering: confirm the restatement first",
-                hint=f"run `git ckpt confirm {t} --restatement FILE`, or pass --force",
-            )
-        step = find_step(state, step_id)
-        if step is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        status = step["status"]
-        if status not in START_MODES:
-            self.log.append(
-                t,
-                [NewEvent(REFUSED_START_EVENT, links={"step": step_id}, data={"status": status})],
-            )
-            raise StepNotStartable(step_id, str(status))
+        check_not_paused(t, state, force)
+        status = str(self._step(t, state, step_id)["status"])
+        if status in REDONE and not redo:
+            data = {"status": status}
+            self.log.append(t, [NewEvent(REFUSED_START_EVENT, links={"step": step_id}, data=data)])
+            raise StepNotStartable(t.name, step_id, status)
+        step = self._step(t, state, step_id)
         risk = risk or (str(step["risk"]) if step.get("risk") else None)
-        data: dict[str, JSON] = {"mode": START_MODES[str(status)]}
-        if risk:
-            data["risk"] = risk
+        pre: str | None = None
         if risk == "high" and pre_expensive():
             pre = self.create(
                 t.name,
@@ -298,69 +403,70 @@ class Workspace(TaskReader):
                 trigger="pre_expensive_step",
                 step=step_id,
                 force=force,
-            )
-            data["checkpoint"] = pre.commit
-        return self.log.append(t, [NewEvent("step.start", links={"step": step_id}, data=data)])[0]
+            ).commit
+
+        def decide(view: TaskView) -> list[NewEvent]:
+            current = self._own_state(t, view)
+            check_not_paused(t, current, force)
+            now = str(self._step(t, current, step_id)["status"])
+            move = step_move(step_id, now, START_MOVES[now] if now not in REDONE else "redo")
+            data: dict[str, JSON] = {"mode": move.name}
+            if move.name == "redo":
+                data["redo"] = True
+            if risk:
+                data["risk"] = risk
+            if pre is not None:
+                data["checkpoint"] = pre
+            return [NewEvent("step.start", links={"step": step_id}, data=data)]
+
+        return self.log_move(t, decide)
+
+    def _step(self, t: TaskName, state: Mapping[str, JSON], step_id: str) -> dict[str, JSON]:
+        step = find_step(state, step_id)
+        if step is None:
+            raise NotFound(f"task {t} has no step {step_id!r}")
+        return step
 
     def step_done(
         self, task: str, step_id: str, outputs: JSON = None, run: RunInfo | None = None
     ) -> Checkpoint:
-        """`step.end`, then the full checkpoint whose note marks the step done."""
+        """The full checkpoint that makes an in-progress step done, with its `step.end` in
+        the same transaction (design section 1)."""
         t = TaskName(task)
-        state = self.require_own(t)
-        step = find_step(state, step_id)
-        if step is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        if step["status"] not in ("in_progress", "pending", "failed"):
-            raise UsageError(f"step {step_id!r} is {step['status']}, it cannot be done again")
-        self.log.append(
-            t,
-            [
-                NewEvent(
-                    "step.end", links={"step": step_id}, data={"status": "done", "outputs": outputs}
-                )
-            ],
-        )
-        crash_point("step.end")
 
-        def mark_done(current: dict[str, JSON]) -> dict[str, JSON]:
-            done = find_step(current, step_id)
-            if done is None:  # cannot happen: steps are never removed
-                raise NotFound(f"task {t} has no step {step_id!r}")
+        def decide(view: TaskView) -> tuple[dict[str, JSON], list[NewEvent]]:
+            current = self._own_state(t, view)
+            check_not_paused(t, current, force=False)
+            done = self._step(t, current, step_id)
+            step_move(step_id, str(done["status"]), "done")
             done["status"] = "done"
             done["outputs"] = outputs
             if current.get("current_step") == step_id:
                 current["current_step"] = None
             steps = [s for s in current.get("steps") or [] if isinstance(s, dict)]
             if all(s.get("status") in ("done", "skipped") for s in steps):
+                task_move(t.name, str(current.get("status")), "finish")
                 current["status"] = "done"
-            return current
+            end = NewEvent(
+                "step.end", links={"step": step_id}, data={"status": "done", "outputs": outputs}
+            )
+            return current, [end]
 
-        return self.create(
-            task=t.name,
-            message=f"step {step_id} done",
-            trigger="step_end",
-            step=step_id,
-            run=run,
-            force=True,
-            _transform=mark_done,
-        )
+        draft = self._draft(t, f"step {step_id} done", "step_end", decide, step=step_id, run=run)
+        return self._checkpoint(t, draft)
 
     def step_fail(self, task: str, step_id: str, outputs: JSON = None) -> Event:
+        """`step.end {status: failed}` of an in-progress step (it may be retried)."""
         t = TaskName(task)
-        state = self.require_own(t)
-        if find_step(state, step_id) is None:
-            raise NotFound(f"task {t} has no step {step_id!r}")
-        return self.log.append(
-            t,
-            [
-                NewEvent(
-                    "step.end",
-                    links={"step": step_id},
-                    data={"status": "failed", "outputs": outputs},
-                )
-            ],
-        )[0]
+
+        def decide(view: TaskView) -> list[NewEvent]:
+            current = self._own_state(t, view)
+            check_not_paused(t, current, force=False)
+            step_move(step_id, str(self._step(t, current, step_id)["status"]), "fail")
+            data = {"status": "failed", "outputs": outputs}
+            return [NewEvent("step.end", links={"step": step_id}, data=data)]
+
+        return self.log_move(t, decide)
 
     # -- events -----------------------------------------------------------------------
 

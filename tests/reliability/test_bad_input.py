@@ -71,6 +71,7 @@ def test_json_at_the_depth_limit_is_stored_and_read_back(task: Path) -> None:
     ckpt(task, "event", "t", "--type", "tool.call", "--json", payload)
     logged = json.loads(ckpt(task, "log", "t", "--json").stdout.splitlines()[-1])
     assert json.dumps(logged, separators=(",", ":")).count('{"a":') == 99
+    ckpt(task, "step", "start", "t", "s1")
     ckpt(task, "step", "done", "t", "s1", "--output", nested(100))
     ckpt(task, "resume", "t")
 

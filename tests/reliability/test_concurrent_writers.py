@@ -124,6 +124,7 @@ import git_agentckpt
 from git_agentckpt.errors import ConflictError
 ck = git_agentckpt.open(sys.argv[2])
 url, me, rounds = sys.argv[3], sys.argv[4], int(sys.argv[5])
+ck.task_start(f"own-{me}", f"the task of {me} alone")
 print("ready", flush=True)
 os.read(int(sys.argv[1]), 1)
 acked, refused = [], 0

@@ -1,9 +1,9 @@
 """Crafted trees: a checkpoint that arrives by fetch never writes outside the work tree.
 
 Trees are crafted with real git (`hash-object -t tree --literally` takes any
-bytes), then made into checkpoints through the tool's own path: a light
-first checkpoint of a task takes the tree of the user's HEAD, so HEAD is
-moved to a commit of the crafted tree for one `create --light`. Every test
+bytes), then made into checkpoints as another clone's trail could hold them
+(`helpers.forge_checkpoint`: the store's own transaction, with the crafted tree
+as its snapshot). Every test
 keeps a sentinel directory outside the work tree and checks that nothing in
 it changed.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import BIN_DIR, ckpt, ckpt_json, write
+from helpers import BIN_DIR, ckpt, ckpt_json, forge_checkpoint, write
 
 from git_agentckpt.errors import CorruptError, UsageError
 from git_agentckpt.git import tree_check
@@ -71,15 +71,10 @@ def link(repo: Path, name: bytes, target: str) -> Entry:
     return ("120000", name, blob(repo, target))
 
 
-def crafted_checkpoint(repo: Path, tree_id: str, task: str = "evil", *extra: str) -> str:
-    """A checkpoint of `tree_id`, made by `git ckpt create --light [extra]`; its id."""
-    head = git(repo, "rev-parse", "HEAD")
-    commit = git(repo, "commit-tree", tree_id, "-p", head, "-m", "crafted")
-    git(repo, "update-ref", "HEAD", commit)
-    try:
-        made = ckpt_json(repo, "create", "-t", task, "--light", *extra)
-    finally:
-        git(repo, "update-ref", "HEAD", head)
+def crafted_checkpoint(repo: Path, tree_id: str, task: str = "evil", *asserts: str) -> str:
+    """A checkpoint of `tree_id`, as a fetched trail could hold it (`forge_checkpoint`);
+    `asserts`: its `--assert` specs. Its id."""
+    made = forge_checkpoint(repo, tree_id, task, asserts)
     assert made["tree"] == tree_id
     return str(made["id"])
 
@@ -481,7 +476,6 @@ def test_rollback_refuses_a_crafted_earlier_checkpoint(repo: Path, outside: Path
         repo,
         tree(repo, link(repo, b"s", str(outside)), dir_with(repo, b"s")),
         "t",
-        "--assert",
         "good@file_contains:model.py=GOOD",
     )
     write(repo / "model.py", "BAD\n")

@@ -106,9 +106,10 @@ def test_a_state_patch_cannot_mark_a_step_done(repo: Path) -> None:
         '{"steps": [{"id": "s1", "status": "done"}]}',
         ok=False,
     )
-    assert bad.exit_code == 2 and "cannot mark step 's1' done" in bad.stderr
+    assert bad.exit_code == 2 and "cannot move step 's1' from pending to done" in bad.stderr
+    assert "run `git ckpt step done t s1`" in bad.stderr
     bad = ckpt(repo, "create", "-t", "t", "--state", '{"status": "done"}', ok=False)
-    assert bad.exit_code == 2 and "cannot set the task status" in bad.stderr
+    assert bad.exit_code == 2 and "cannot move the task from active to done" in bad.stderr
     state = ckpt_json(repo, "task", "show", "t")
     assert state["done"] == [] and state["status"] == "active"
 

@@ -168,7 +168,7 @@ class StepDone(Scenario):
 
     def rerun_accepted(self, proc: subprocess.CompletedProcess[str]) -> bool:
         # Killed after its commit point, the step is done: a rerun says so (exit 2).
-        if proc.returncode == 2 and "cannot be done again" in proc.stderr:
+        if proc.returncode == 2 and "step 's2' is done: done moves only" in proc.stderr:
             return self.s2_done() is not None
         return proc.returncode == 0
 
@@ -333,50 +333,34 @@ SCENARIOS: dict[str, type[Scenario]] = {
 }
 
 # The points each command passes, in the order it passes them (`@N`: the N-th time).
-CREATE_POINTS = [
-    "checkpoint.objects",
-    "checkpoint.notes",
-    "event.object@1",  # checkpoint.prepare being appended
-    "event.ref@1",
-    "checkpoint.prepare",
-    "checkpoint.ref",
-    "event.object@2",  # checkpoint.commit being appended
-    "event.ref@2",
-]
+CREATE_POINTS = ["checkpoint.objects", "checkpoint.ref"]  # before and after its transaction
 SAFETY_POINTS = [
-    "checkpoint.ref@1",  # the light safety checkpoint
-    "checkpoint.prepare@2",  # the full one
-    "checkpoint.ref@2",
+    "checkpoint.objects@1",  # the safety checkpoint (of the tree just snapshotted)
+    "checkpoint.ref@1",
     "restore.safety",
+    "event.ref@1",  # workspace.restore, the intent
+    "restore.logged",
     "restore.write@1",
     "restore.write@2",
     "restore.write@3",
-    "restore.logged",
+    "event.ref@2",  # workspace.restored
+    "restore.done",
 ]
 KILL_POINTS: dict[str, list[str]] = {
     "create": CREATE_POINTS,
     "create --light": CREATE_POINTS,
-    "step done": [
-        "event.object@1",  # step.end being appended
-        "event.ref@1",
-        "step.end",
-        "checkpoint.objects",
-        "checkpoint.notes",
-        "checkpoint.prepare",
-        "checkpoint.ref",
-        "event.ref@3",  # checkpoint.commit appended
-    ],
+    "step done": CREATE_POINTS,  # its step.end is in the checkpoint's transaction
     "event": ["event.object", "event.ref"],
-    "restore": [*SAFETY_POINTS, "event.ref@5"],
+    "restore": SAFETY_POINTS,
     "resume --restore": [
         *SAFETY_POINTS,
         "resume.verified",
-        "checkpoint.notes@3",  # the resume checkpoint
-        "checkpoint.ref@3",
-        "resume.checkpoint",
+        "resume.checkpoint",  # the resume checkpoint's transaction being built
         "resume.report",
+        "checkpoint.objects@2",
+        "checkpoint.ref@2",
     ],
-    "confirm": ["confirm.checked", "event.object", "event.ref", "confirm.logged"],
+    "confirm": ["confirm.checked", "confirm.logged"],  # before and after its transaction
     "push": [
         "fetch.mirrored",
         "fetch.integrated@1",

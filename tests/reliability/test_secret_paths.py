@@ -534,6 +534,7 @@ def test_an_unborn_branch_leaves_a_staged_secret_out(tmp_path: Path, secret_env:
     write(root / ".env", line("43"))
     git(root, "add", "-A")
     git(root, "add", "-f", ".env")
+    ckpt(root, "task", "start", "t", "--goal", "g")
     made = ckpt_json(root, "create", "-t", "t")
     assert _tree_blob(root, made["commit"], "a.txt") is not None
     assert _tree_blob(root, made["commit"], ".env") is None
@@ -578,6 +579,7 @@ def test_a_hex_secret_in_links_is_still_redacted_when_it_is_a_known_value(
 
 
 def test_a_trigger_cannot_forge_another_trailer(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
     made = ckpt_json(repo, "create", "-t", "t", "--trigger", "manual\nKind: light\nSeq: 99")
     body = git(repo, "log", "-1", "--format=%B", made["commit"])
     assert "\nKind: full\n" in body and "\nKind: light" not in body

@@ -141,6 +141,7 @@ def test_a_full_disk_is_reported_and_loses_nothing(small_disk: Path) -> None:
     git(small_disk, "init", "-q", "--bare", str(remote))
     git(repo, "remote", "add", "origin", str(remote))
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
+    ckpt(repo, "step", "start", "t", "s1")  # so that `step start` below restarts it
     ckpt(repo, "event", "t", "--type", "tool.call")
     ckpt(repo, "push")
     (repo / "work.txt").write_text("changed before the disk filled\n")
@@ -313,8 +314,9 @@ def test_cas_ref_tells_races_and_failures_apart(repo: Path) -> None:
 
 
 def test_space_for_the_event_but_not_for_the_snapshot(small_disk: Path) -> None:
-    """`step done` logs step.end, then its checkpoint fails to write: an unfinished
-    completion (design section 1); the same command, run again, completes the step."""
+    """`step done` whose checkpoint cannot be written logs nothing either (its step.end is
+    in the checkpoint's transaction): the step is still in progress, and the same
+    command, run again, completes it."""
     repo = make_repo(small_disk / "repo")
     ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
     ckpt(repo, "step", "start", "t", "s1")
@@ -322,7 +324,7 @@ def test_space_for_the_event_but_not_for_the_snapshot(small_disk: Path) -> None:
     before = snapshot(repo)
     filler = fill(small_disk, leave=64 << 10)  # room for the event, not for the result
     assert_refused(repo, ["step", "done", "t", "s1"], "is full")
-    assert snapshot(repo)[1] == before[1] + 1  # step.end was logged
+    assert snapshot(repo)[1] == before[1]  # no step.end without its checkpoint
     state = json.loads(ckpt(repo, "task", "show", "t", "--json").stdout)
     assert state["steps"][0]["status"] != "done"
     refs_now = snapshot(repo)[0].splitlines()
