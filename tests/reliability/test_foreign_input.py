@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import pty
+import select
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from daemon_helpers import GIT_CKPT
 from helpers import BIN_DIR, ckpt, remote_and_clones
 from hypothesis import given
 from hypothesis import strategies as st
@@ -126,3 +128,85 @@ def test_terminal_text_leaves_no_control_and_json_reads_the_same(text: str) -> N
     assert not controls & set(terminal_text(text))
     doc = json.dumps({"t": text}, ensure_ascii=False)
     assert json.loads(terminal_text(doc)) == {"t": text}
+
+
+# -- item 10: the MCP server answers every request ---------------------------------------
+
+
+def _call(msg_id: int, args: str, extra: str = "") -> bytes:
+    """A raw tools/call line of task_status with `args` as its arguments' JSON text."""
+    params = f'{{"name":"task_status","arguments":{args}{extra}}}'
+    return f'{{"jsonrpc":"2.0","id":{msg_id},"method":"tools/call","params":{params}}}'.encode()
+
+
+DEEP = "[" * 300 + "]" * 300
+UNANSWERED = [  # each left the agent waiting (issue 26): a lone surrogate, 300 levels
+    (2, _call(2, '{"task":"\\udcff"}')),
+    (3, _call(3, '{"task":"\\ud800"}')),
+    (4, _call(4, "{}", ',"ignored":"x\\udcffy"')),
+    (5, b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"\\ud800":1}}'),
+    (6, _call(6, "{}", f',"ignored":{DEEP}')),
+    (7, _call(7, f'{{"task":{DEEP}}}')),
+]
+
+
+class Pipe:
+    """`git ckpt mcp` in `repo`, spoken to in raw JSON-RPC lines."""
+
+    def __init__(self, repo: Path) -> None:
+        self.proc = subprocess.Popen(
+            [GIT_CKPT, "mcp"], cwd=repo, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def send(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self, timeout: float = 60.0) -> dict[str, Any]:
+        """The next line the server writes: it must come within `timeout` seconds."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, "no answer: the client would wait for ever"
+        reply: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return reply
+
+    def close(self) -> tuple[int, str]:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        return code, self.proc.stderr.read().decode()
+
+
+@pytest.mark.mode("inline", reason="`mcp` runs in its own process in both modes")
+def test_the_mcp_server_answers_every_request(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g", "--step", "s1:one")
+    pipe = Pipe(repo)
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw"}}
+    pipe.send(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode()
+    )
+    assert pipe.answer()["id"] == 1
+    pipe.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    for msg_id, line in UNANSWERED:
+        pipe.send(line)
+        reply = pipe.answer()
+        assert reply["id"] == msg_id and reply["error"]["code"] == -32700, reply
+        words = "a lone surrogate" if msg_id < 6 else "nested deeper than the server reads"
+        assert reply["error"]["message"].startswith(f"Parse error: {words}"), reply
+    # no id to be read: answered with "id": null, as JSON-RPC says
+    for line, code in ((b"not JSON", -32700), (b"[1]", -32600), (_call(8, "[" * 10**5), -32700)):
+        pipe.send(line)
+        reply = pipe.answer()
+        assert reply["id"] is None and reply["error"]["code"] == code, reply
+    pipe.send(b'{"jsonrpc":"2.0","id":9}')  # JSON, not a request
+    assert pipe.answer()["error"] == {
+        "code": -32600,
+        "message": "Invalid request: method: Field required",
+    }
+    pipe.send(_call(10, "{}"))  # and it still serves
+    reply = pipe.answer()
+    assert reply["id"] == 10 and "next step: s1" in reply["result"]["content"][0]["text"]
+    code, err = pipe.close()
+    assert code == 0 and "Traceback" not in err, err
