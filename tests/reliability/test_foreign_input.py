@@ -18,8 +18,9 @@ import os
 import pty
 import select
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from daemon_helpers import GIT_CKPT
@@ -210,3 +211,64 @@ def test_the_mcp_server_answers_every_request(repo: Path) -> None:
     assert reply["id"] == 10 and "next step: s1" in reply["result"]["content"][0]["text"]
     code, err = pipe.close()
     assert code == 0 and "Traceback" not in err, err
+
+
+# -- item 11: hook inputs that hang ------------------------------------------------------
+
+HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook command (its `timeout`), as installed
+
+
+def hook_call(repo: Path, event: str, stdin: bytes | IO[bytes]) -> dict[str, Any]:
+    """`git-ckpt hook claude-code EVENT` as the agent runs it (the script itself, so that
+    a timeout kills it): its answer must come within the hook's timeout (a hang fails the
+    test, never blocks it)."""
+    env = dict(os.environ, PATH=BIN_DIR + os.pathsep + os.environ["PATH"])
+    given = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}
+    proc = subprocess.run(
+        [GIT_CKPT, "hook", "claude-code", event], cwd=repo, env=env,
+        capture_output=True, timeout=HOOK_TIMEOUT, check=False, **given,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    answer: dict[str, Any] = json.loads(proc.stdout)
+    return answer
+
+
+def payload(event: str, **fields: Any) -> bytes:
+    return json.dumps({"session_id": "s-1", "hook_event_name": event, **fields}).encode()
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "SessionEnd"])
+def test_a_transcript_path_that_is_a_fifo_is_no_transcript(repo: Path, event: str) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    fifo = repo.parent / "transcript.jsonl"
+    os.mkfifo(fifo)  # nobody ever writes it: opening it to read waits for a writer
+    sent = payload(event, transcript_path=str(fifo), tool_name="Bash", tool_input={})
+    assert hook_call(repo, event, sent) == {}
+    types = [
+        e["type"] for e in map(json.loads, ckpt(repo, "log", "t", "--json").stdout.splitlines())
+    ]
+    assert ("tool.call" if event == "PostToolUse" else "session.end") in types
+
+
+def test_a_60_mb_prompt_is_logged_within_the_hooks_timeout(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    prompt = "word " * 12_000_000
+    started = time.monotonic()
+    assert hook_call(repo, "UserPromptSubmit", payload("UserPromptSubmit", prompt=prompt)) == {}
+    assert time.monotonic() - started < HOOK_TIMEOUT
+    last = json.loads(ckpt(repo, "log", "t", "--json", "-n", "1").stdout)
+    assert last["type"] == "user.prompt"
+    assert last["input"] == prompt[:2000] + f"…[{len(prompt) - 2000} more characters]"
+
+
+def test_a_stdin_past_64_mib_is_not_read_and_answered(repo: Path) -> None:
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    source = subprocess.Popen(["head", "-c", str(200 << 20), "/dev/zero"], stdout=subprocess.PIPE)
+    assert source.stdout is not None
+    with source.stdout:
+        said = hook_call(repo, "Stop", source.stdout)
+    source.kill()
+    source.wait()
+    assert said == {
+        "systemMessage": "git ckpt hook: the hook's stdin holds more than 64 MiB: not read"
+    }
