@@ -197,7 +197,11 @@ def test_the_mcp_server_answers_every_request(repo: Path) -> None:
         words = "a lone surrogate" if msg_id < 6 else "nested deeper than the server reads"
         assert reply["error"]["message"].startswith(f"Parse error: {words}"), reply
     # no id to be read: answered with "id": null, as JSON-RPC says
-    for line, code in ((b"not JSON", -32700), (b"[1]", -32600), (_call(8, "[" * 10**5), -32700)):
+    for line, code in (
+        (b"not JSON", -32700),
+        (b"[1]", -32600),
+        (_call(8, "[" * 10**5 + "]" * 10**5), -32700),
+    ):
         pipe.send(line)
         reply = pipe.answer()
         assert reply["id"] is None and reply["error"]["code"] == code, reply
