@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from git_agentckpt.api_paths import (  # the calls that take a path (re-exported)
     doctor,
@@ -437,6 +437,14 @@ def demo(directory: str | None, *, keep: bool, echo: Callable[[str], None]) -> i
 
 
 # -- what works on any repository, bare or not (a server's too) ------------------------
+
+
+def hook_stdin(stream: BinaryIO) -> bytes:
+    """An agent hook's stdin for `agent_hook`: read up to one byte more than a hook takes
+    (`integrations/agent_hook.MAX_STDIN`), so that an endless stream is answered too."""
+    from git_agentckpt.integrations.agent_hook import MAX_STDIN
+
+    return stream.read(MAX_STDIN + 1)
 
 
 def agent_hook(agent: str, event: str, stdin: bytes, path: str = ".") -> AgentHookReply:

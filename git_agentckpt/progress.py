@@ -26,6 +26,8 @@ import time
 from types import TracebackType
 from typing import TextIO
 
+from git_agentckpt.display import plain
+
 DEFAULT_DELAY = 1.0  # seconds before the first line (git waits 2 s)
 MIN_INTERVAL = 0.1  # at most 10 redraws a second
 
@@ -135,8 +137,9 @@ class Progress:
         pad = " " * max(0, self._width - len(text))  # clear what a longer line left
         self._width = len(text)
         try:
-            sys.stderr.write(text + pad + end)
-            sys.stderr.flush()
+            err = plain(sys.stderr)  # its `\r` is ours: not escaped
+            err.write(text + pad + end)
+            err.flush()
         except (OSError, ValueError):
             self.active = False
             return
@@ -147,7 +150,7 @@ class Progress:
         """Another progress takes the line: this one moves on to a fresh line later."""
         global _line_owner
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write("\n")
+            plain(sys.stderr).write("\n")
         self._width = 0
         _line_owner = None
 

@@ -237,8 +237,10 @@ def test_the_handshake_era_answers_raw_json_rpc_on_the_pipe(repo: Path) -> None:
         assert init["result"]["protocolVersion"] == "2025-06-18"
         assert "step_start" in init["result"]["instructions"]
         proc.stdin.write('{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        proc.stdin.write("this is not JSON\n")  # answered or dropped, never fatal
+        proc.stdin.write("this is not JSON\n")  # answered as JSON-RPC says, never fatal
         proc.stdin.flush()
+        parse_error = json.loads(proc.stdout.readline())
+        assert parse_error["id"] is None and parse_error["error"]["code"] == -32700
         reply = ask(2, "tools/call", {"name": "step_start", "arguments": {"step_id": "s9"}})
         assert reply["result"]["isError"] is True
         assert reply["result"]["content"][0]["text"] == "task t has no step 's9'"

@@ -72,7 +72,7 @@ def hook(ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
     failure is said in the object's `systemMessage`)."""
     if name in AGENT_HOOKS:
         try:
-            stdin = sys.stdin.buffer.read()
+            stdin = api.hook_stdin(sys.stdin.buffer)
         except (OSError, ValueError):
             stdin = b""  # no stdin at all: answered as an empty payload
         reply = api.agent_hook(name, args[0] if args else "", stdin, root_path(ctx))

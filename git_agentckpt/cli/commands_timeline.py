@@ -10,7 +10,7 @@ import click
 from git_agentckpt.cli.common import open_reader
 from git_agentckpt.cli.main import cli
 from git_agentckpt.cli.output import emit_json, json_option
-from git_agentckpt.errors import UsageError
+from git_agentckpt.errors import CkptError, UsageError, system_refused
 
 
 @cli.command()
@@ -53,13 +53,19 @@ def timeline(
         )
 
 
+def _cannot_write(path: str, exc: OSError) -> CkptError:
+    """A full disk, a read-only mount, a permission: exit 7 naming FILE; else exit 2."""
+    refused = system_refused(exc.errno, path, "git ckpt timeline")
+    return refused or UsageError(f"cannot write {path}: {exc.strerror}")
+
+
 def _write(path: str, page: str) -> None:
     """Written whole or not at all (a temporary file renamed over FILE)."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".timeline-", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise _cannot_write(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(page)
@@ -69,4 +75,4 @@ def _write(path: str, page: str) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         os.unlink(tmp)
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+        raise _cannot_write(path, exc) from None

@@ -58,13 +58,17 @@ def _git_dir_of(path: str) -> str:
     return head + "/.git" if sep else path
 
 
-def _as_system_error(ctx: click.Context, exc: OSError) -> CkptError | None:
-    """Last resort for an OSError no layer translated: a full disk is not a bug either."""
+def _as_system_error(ctx: click.Context, exc: OSError | MemoryError) -> CkptError | None:
+    """Last resort for an OSError no layer translated: a full disk is not a bug either;
+    nor is memory the system refused (MemoryError)."""
+    doing = f"git ckpt {ctx.invoked_subcommand or ''}".strip()
+    if isinstance(exc, MemoryError):
+        return system_refused(errno.ENOMEM, None, doing)
     err = exc.errno if exc.errno is not None else errno_in_text(str(exc))
     path = exc.filename if isinstance(exc.filename, str) else None
     if path and err in FILE_SYSTEM_WIDE:  # the repository's directory, not a lock file in it
         path = _git_dir_of(path)
-    return system_refused(err, path, f"git ckpt {ctx.invoked_subcommand or ''}".strip())
+    return system_refused(err, path, doing)
 
 
 # Each command's module is imported only when that command runs (or help lists it):
@@ -155,7 +159,7 @@ class CkptGroup(click.Group):
             ctx.exit(int(Exit.INTERRUPTED))
         except BrokenPipeError:
             ctx.exit(0)
-        except OSError as exc:
+        except (OSError, MemoryError) as exc:
             refused = _as_system_error(ctx, exc)
             if refused is None:
                 _internal(ctx, exc)

@@ -13,7 +13,8 @@ during the session are seen; calls run one at a time (the SDK runs synchronous
 tools on worker threads). A refusal or failure is an MCP tool error carrying the
 one-line message (`CkptError.one_line`: what happened and what to do next),
 never a traceback, and the server keeps serving. Resources and prompts report
-theirs as protocol errors with the same line.
+theirs as protocol errors with the same line. A line the SDK cannot read (a lone
+surrogate, deep nesting, not JSON-RPC) is answered too (`cli/mcp_stdio.py`).
 
 This module imports the SDK; `cli/commands_mcp.py` imports it only when
 `git ckpt mcp` runs, so no other command pays for it.
@@ -37,6 +38,7 @@ from pydantic import Field
 
 from git_agentckpt import __version__
 from git_agentckpt.api import Checkpointer
+from git_agentckpt.cli.mcp_stdio import AnsweringServer
 from git_agentckpt.errors import CkptError, NotFound, errno_in_text, system_refused
 from git_agentckpt.model import JSON
 
@@ -403,7 +405,7 @@ TOOLS = (
 def build_server(path: str = ".") -> MCPServer:
     """The `git ckpt` MCP server over the repository at `path` (not started)."""
     tools = CkptTools(path)
-    mcp = MCPServer(
+    mcp = AnsweringServer(
         name="git-ckpt",
         title="git ckpt: checkpoints, task state and event log in git",
         version=__version__,

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
+from git_agentckpt.display import TerminalText
 from git_agentckpt.paths import TEXT_ERRORS, json_safe
 
 
+def _on_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty() and hasattr(stream, "buffer")
+    except (AttributeError, ValueError):
+        return False
+
+
 def guard_streams() -> None:
-    """stdout and stderr write a file name's raw byte as git's `\\ooo`, never fail on it.
+    """stdout and stderr write a file name's raw byte as git's `\\ooo`, never fail on it,
+    and show control characters as escapes on a terminal (`TerminalText`).
 
     Paths are quoted where they are printed (`paths.quote`); this is the floor under
     every other text that may hold one (a check's detail, an event's data, an error).
@@ -21,6 +30,10 @@ def guard_streams() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors=TEXT_ERRORS)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, TerminalText) and _on_terminal(stream):
+            setattr(sys, name, TerminalText(stream))
 
 
 def emit_json(value: Any) -> None:

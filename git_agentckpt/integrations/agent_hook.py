@@ -66,6 +66,7 @@ LOG_FILE = "hooks.log"
 LOG_MAX_BYTES = 1 << 20  # then hooks.log becomes hooks.log.1 (one generation kept)
 QUOTA_ERRORS = ("rate_limit", "billing_error")
 DEFAULT_CONTEXT_WINDOW = 200_000  # Claude Code's transcripts do not say; GIT_CKPT_CONTEXT_WINDOW
+MAX_STDIN = 64 << 20  # bytes of a hook's stdin read at most: answered within its timeout
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def parse_call(agent: str, event: str, stdin: bytes, env: Mapping[str, str]) -> 
     `hook_event_name`. Raises ValueError on input that is not a JSON object."""
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r} (one of {', '.join(AGENTS)})")
+    if len(stdin) > MAX_STDIN:
+        raise ValueError(f"the hook's stdin holds more than {MAX_STDIN >> 20} MiB: not read")
     try:
         payload = json.loads(stdin.decode("utf-8")) if stdin.strip() else {}
     except UnicodeDecodeError as exc:

@@ -3,7 +3,8 @@
 A hook is called after every tool call; the transcript may be megabytes long,
 so only its end is read: blocks of 64 KiB from the end backwards, until a line
 with the usage is found or 4 MiB were read. The file is opened read-only and
-never written.
+never written, and only a regular file is read: a path the payload names that is
+a FIFO or a device is treated as no transcript (it could keep the hook waiting).
 
 - Claude Code (`~/.claude/projects/…/<session>.jsonl`): the last `assistant`
   line's `message.usage`; the context is `input_tokens +
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +34,12 @@ class ContextUsage:
 
 
 def _lines_backwards(path: str, limit: int = MAX_TAIL) -> Iterator[bytes]:
-    """Complete lines of `path`, last first, reading at most `limit` bytes from its end."""
-    with open(path, "rb") as fh:
+    """Complete lines of `path`, last first, reading at most `limit` bytes from its end;
+    none when it is not a regular file (a FIFO or a device may never answer)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO: no wait
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
         fh.seek(0, os.SEEK_END)
         pos = fh.tell()
         carry = b""

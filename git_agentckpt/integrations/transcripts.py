@@ -15,12 +15,13 @@ the new ones to a task's log through `Workspace.append_events`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from git_agentckpt.errors import BadStateError
+from git_agentckpt.errors import BadStateError, SystemRefused
 from git_agentckpt.model import JSON, NewEvent, dumps
 
 __all__ = [
@@ -38,6 +39,7 @@ TEXT_CAP = 4096  # characters kept of one string of a tool input or output (head
 VALUE_CAP = 16 * 1024  # bytes of canonical JSON kept of one input or output in all
 LIST_CAP = 50  # items kept of one list
 DEPTH_CAP = 20  # levels kept of nested objects
+MAX_LINE = 64 << 20  # bytes of one line read at most (a record: a whole tool output)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ def read_lines(path: str, shown: str) -> Iterator[Line]:
     """The lines of `path`, read-only, one at a time (a transcript can be large).
 
     Blank lines are skipped; a line that is not UTF-8 JSON of an object is yielded with
-    `obj=None`. An unreadable file is a BadStateError naming it (`shown`)."""
+    `obj=None`. An unreadable file is a BadStateError naming it (`shown`); a line longer
+    than MAX_LINE a SystemRefused (exit 7)."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed below; read-only, nothing written
     except OSError as exc:
@@ -64,7 +67,9 @@ def read_lines(path: str, shown: str) -> Iterator[Line]:
             hint="give the path of the session's .jsonl file",
         ) from exc
     with fh:
-        for number, raw in enumerate(fh, start=1):
+        for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE + 1), b""), start=1):
+            if len(raw) > MAX_LINE:
+                raise _too_long(shown, number)
             data = raw.rstrip(b"\r\n")
             if not data.strip():
                 continue
@@ -81,6 +86,16 @@ def read_lines(path: str, shown: str) -> Iterator[Line]:
                 yield Line(number, None, digest, "not a JSON object")
                 continue
             yield Line(number, obj, digest)
+
+
+def _too_long(shown: str, number: int) -> SystemRefused:
+    """A line past MAX_LINE: reading on would fill the memory (`/dev/zero` never ends)."""
+    return SystemRefused(
+        f"cannot read transcript {shown!r}: line {number} is longer than "
+        f"{MAX_LINE >> 20} MiB, more than is read into memory",
+        hint="give the path of the session's .jsonl file (one JSON record a line)",
+        errno=errno.ENOMEM,
+    )
 
 
 @dataclass

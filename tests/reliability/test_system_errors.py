@@ -337,3 +337,49 @@ def test_space_for_the_event_but_not_for_the_snapshot(small_disk: Path) -> None:
     state = json.loads(ckpt(repo, "task", "show", "t", "--json").stdout)
     assert state["steps"][0]["status"] == "done"
     assert git(repo, "cat-file", "-t", "refs/agent/checkpoints/t:result.bin") == "blob"
+
+
+def test_a_timeline_on_a_full_disk_names_the_file(small_disk: Path, repo: Path) -> None:
+    """Issue 26, item 12: was "cannot write" with exit 2, as if the command line were wrong."""
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    page = small_disk / "page.html"
+    fill(small_disk)
+    assert_refused(repo, ["timeline", "t", "--html", str(page)], f"the disk holding {page} is full")
+    assert not page.exists() and not list(small_disk.glob(".timeline-*"))
+    free(small_disk)
+    ckpt(repo, "timeline", "t", "--html", str(page))
+    assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_importing_an_endless_file_stops_before_memory_does(repo: Path) -> None:
+    """Issue 26, item 12: `/dev/zero` is one line without end; reading it whole ended in
+    MemoryError, reported as a bug (exit 70)."""
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    before = git(repo, "for-each-ref")
+    result = ckpt(repo, "import", "claude-code", "/dev/zero", "-t", "t", ok=False)
+    err = result.stderr.strip()
+    assert result.exit_code == SYSTEM, err
+    assert err == (
+        "git ckpt: error: cannot read transcript '/dev/zero': line 1 is longer than 64 MiB, "
+        "more than is read into memory; give the path of the session's .jsonl file "
+        "(one JSON record a line)"
+    )
+    assert git(repo, "for-each-ref") == before
+
+
+@pytest.mark.mode("inline", reason="makes this process's reads run out of memory")
+def test_memory_the_system_refuses_is_no_bug(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MemoryError anywhere is the system refusing memory: exit 7, not 70."""
+    from git_agentckpt.store.reading import TaskReader
+
+    def out_of_memory(self: TaskReader, task: str | None = None) -> list[object]:
+        raise MemoryError
+
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    monkeypatch.setattr(TaskReader, "checkpoints", out_of_memory)
+    result = ckpt(repo, "list", ok=False)
+    assert result.exit_code == SYSTEM
+    assert result.stderr == (
+        "git ckpt: error: git ckpt list: out of memory (ENOMEM); free memory and "
+        "run the command again; what was recorded before is intact\n"
+    )
