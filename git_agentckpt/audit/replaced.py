@@ -29,7 +29,6 @@ REPLACE = "refs/replace/"
 TRAIL = (*AUDITED, MIRROR)  # the refs whose objects are the trail's
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?\Z")
 _CHAINS = "agent/checkpoints/"  # in a task's ref and in a mirror's copy of it
-FIX = "see it with `git --no-replace-objects show ID`; remove it with `git replace -d ID`"
 
 
 def replaced_id(ref: str) -> str | None:
@@ -71,13 +70,14 @@ def replacement_problems(
     except CkptError as exc:  # a trail with missing objects: named by the other checks
         detail = f"cannot tell whether they replace records of the trail: {exc.one_line()}"
         return [Problem(None, "unreadable", REPLACE, detail)]
-    return [
-        Problem(
-            None,
-            "replaced-object",
-            by_id[oid],
-            f"plain git shows {replacements[by_id[oid]][:12]} instead of the trail's "
-            f"{kind} {oid[:12]}; git ckpt reads the original; {FIX.replace('ID', oid[:12])}",
-        )
-        for oid, kind in sorted(found.items())
-    ]
+    return [_problem(by_id[oid], replacements[by_id[oid]], kind) for oid, kind in found.items()]
+
+
+def _problem(ref: str, replacement: str, kind: str) -> Problem:
+    short = ref[len(REPLACE) :][:12]
+    detail = (
+        f"plain git shows {replacement[:12]} instead of the trail's {kind} {short}; git ckpt "
+        f"reads the original (`git --no-replace-objects show {short}`); remove the "
+        f"replacement with `git replace -d {short}`"
+    )
+    return Problem(None, "replaced-object", ref, detail)
