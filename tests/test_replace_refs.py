@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from conftest import git
-from helpers import ckpt
+from helpers import ckpt, ckpt_json
 from push_helpers import run_git
 from test_server_hooks import assert_refused_in_full, client, served  # noqa: F401
 from verify_attacks import build_trail, kinds, raw_commit, verify
@@ -121,3 +121,26 @@ def test_a_server_that_took_a_replacement_still_shows_the_record(
     code, doc = verify(remote)
     assert code == 6 and doc["ok"] is False
     assert [p["where"] for p in doc["problems"]] == [f"refs/replace/{original}"]
+
+
+def test_a_replaced_checkpoint_commit_is_never_shown(repo: Path) -> None:
+    """`list` and `show` read the chain through libgit2, which never applied replacements
+    (this part held before issue 26 too); `verify` names the replacement."""
+    build_trail(repo)
+    tip = git(repo, "rev-parse", "refs/agent/checkpoints/t")
+    head, message = raw_commit(repo, tip)
+    forged = git(
+        repo,
+        "hash-object",
+        "-t",
+        "commit",
+        "-w",
+        "--stdin",
+        input=head + "\n\n" + message.replace("two", "forged", 1),
+    )
+    git(repo, "replace", tip, forged)
+    assert "forged" in git(repo, "log", "-1", "--format=%s", "refs/agent/checkpoints/t")
+    shown = ckpt_json(repo, "show", "t")["checkpoint"]
+    assert shown["commit"] == tip and "forged" not in shown["subject"]
+    assert "forged" not in ckpt(repo, "list", "t").stdout
+    assert [p["where"] for p in verify(repo)[1]["problems"]] == [f"refs/replace/{tip}"]
