@@ -105,10 +105,17 @@ class SharedCalls(Workspace):
 
     def push(self, remote: str = "origin") -> ShareResult:
         """Fetch and merge, then push every agent ref to `remote` in one atomic push; the
-        tips pushed go into the witness file (`audit/witness.py`), outside the repository."""
+        tips pushed go into the witness file (`audit/witness.py`), outside the repository.
+        What is about to leave is scanned for secrets first, as the pre-push hook does
+        (`audit/prepush.py`), whether the hook is installed or not: a finding sends nothing."""
+        from git_agentckpt.audit.prepush import refuse_secrets
         from git_agentckpt.store import share
 
-        result = share.push(self.repo, self.log, remote)
+        def scan(refs: list[str]) -> None:
+            for line in refuse_secrets(self.repo, remote, refs).not_scanned():
+                self.store.warn(line)
+
+        result = share.push(self.repo, self.log, remote, scan)
         self._witness(result, remote)
         return result
 

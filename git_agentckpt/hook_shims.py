@@ -41,7 +41,8 @@ PRE_RECEIVE = r"""#!/bin/sh
 # removed by `git ckpt hooks uninstall --server`). It keeps the trail in this
 # repository append-only: a push that deletes or rewrites refs/agent/* or
 # refs/notes/agent/*, adds a checkpoint without its checkpoint.prepare event,
-# or leaves a trail `git ckpt verify` rejects is refused, and the pushing client
+# or leaves a trail `git ckpt verify` rejects is refused, and so is a
+# refs/replace/* ref that stands in for one of its records; the pushing client
 # reads why. Pushes of other refs never start Python.
 input=$(cat)
 hookdir=$(dirname "$0")
@@ -49,7 +50,7 @@ if [ -x "$hookdir/pre-receive.ckpt-user" ]; then
     printf '%s\n' "$input" | "$hookdir/pre-receive.ckpt-user" "$@" || exit $?
 fi
 case "$input" in
-    *" refs/agent/"* | *" refs/notes/agent/"*) ;;
+    *" refs/agent/"* | *" refs/notes/agent/"* | *" refs/replace/"*) ;;
     *) exit 0 ;;
 esac
 [ -n "$GIT_CKPT_HOOK_BYPASS" ] && exit 0

@@ -67,12 +67,12 @@ def run_pre_receive(stdin_text: str, cwd: str = ".", verify: Verifier | None = N
     """The server's hook: 0 accepts the push, 1 refuses it (every line on stderr, which
     receive-pack hands to the pushing client, `remote: `-prefixed). `verify`: what `git
     ckpt verify` rejects in the tasks the push touches (the facade passes it)."""
-    from git_agentckpt.audit.receive import agent_updates, judge_push, refusal_lines
+    from git_agentckpt.audit.receive import judge_push, judged_updates, refusal_lines
 
     if os.environ.get("GIT_CKPT_HOOK_BYPASS"):
         return 0
     updates = parse_updates(stdin_text.splitlines())
-    if not agent_updates(updates):
+    if not judged_updates(updates):
         return 0
     try:
         repo = GitRepo.discover(cwd, allow_bare=True)  # GIT_DIR as receive-pack set it
@@ -83,7 +83,7 @@ def run_pre_receive(stdin_text: str, cwd: str = ".", verify: Verifier | None = N
         return 1
     if not refusals:
         return 0
-    _say(refusal_lines(refusals, len(updates) - len(agent_updates(updates))))
+    _say(refusal_lines(refusals, len(updates) - len(judged_updates(updates))))
     return 1
 
 

@@ -65,7 +65,11 @@ JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, 
 DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     ".env",  # dotenv files: API keys, database passwords
     ".env.*",  # .env.local, .env.production, ... (a tracked .env.example keeps HEAD's blob)
+    ".env-*",  # .env-prod, .env-staging
+    "*.env",  # prod.env, docker.env, secrets.env: env files named by their use
     ".envrc",  # direnv: exports API keys into the shell
+    ".envrc.*",  # .envrc.local, .envrc.private
+    ".dev.vars",  # Cloudflare Workers (wrangler): local secrets
     "*.pem",  # PEM keys and certificates with their keys
     "*.key",  # TLS / SSH / signing private keys
     "id_rsa",  # SSH private keys (the .pub halves are excluded too: harmless)
@@ -74,6 +78,7 @@ DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     "id_dsa.*",
     "id_ecdsa*",
     "id_ed25519*",
+    "*.ppk",  # PuTTY private keys
     "*.p12",  # PKCS#12 key bundles
     "*.pfx",
     "*.keystore",  # Java / Android keystores
@@ -86,6 +91,14 @@ DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     ".pgpass",  # PostgreSQL passwords
     ".htpasswd",  # web server password hashes
     ".vault-token",  # HashiCorp Vault token
+    ".s3cfg",  # s3cmd: access and secret keys
+    ".boto",  # boto / gsutil: cloud storage keys
+    ".terraformrc",  # Terraform CLI: registry tokens (`terraform.rc` on Windows)
+    "terraform.rc",
+    "**/.config/gh/hosts.yml",  # GitHub CLI: OAuth tokens
+    "**/.cargo/credentials.toml",  # crates.io tokens (`credentials` before Cargo 1.46)
+    "**/.cargo/credentials",
+    "**/.gem/credentials",  # RubyGems API keys
     "**/.aws/credentials",  # AWS access keys
     "**/.kube/config",  # Kubernetes cluster credentials and tokens
     "application_default_credentials.json",  # gcloud application-default login
@@ -100,7 +113,10 @@ DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     "secrets.yaml",
     "secrets.yml",
     "secrets.toml",
-    "secrets.env",
+    "secret.json",
+    "secret.yaml",
+    "secret.yml",
+    "secret.toml",
 )
 
 

@@ -34,6 +34,8 @@ _NAME_WORDS = (
 # Long words that also count at the end of a glued part: PGPASSWORD,
 # GITHUBTOKEN, CLIENTSECRET (short ones would catch BYPASS, OAUTH, OLDPWD).
 _NAME_SUFFIX_WORDS = "token|secret|password|passwd|passphrase|credentials?"
+# `OPENAI_KEY`, `SENDGRID_KEY2`: an upper-case name whose last part is KEY (not `sort_key`).
+_ENV_KEY = r"(?<=[A-Z0-9]_)KEY[0-9]*\Z"
 # `PWD` alone is the working directory; `DB_PWD` is a password.
 _PWD = r"(?<=[_.\-])(?i:pwd)" + _RB
 # A name whose last part is one of these names something *about* a secret
@@ -53,15 +55,16 @@ _NOT_SECRET_SUFFIX = (
 #: BEARER, GH_PAT/GITHUB_PAT, <qualifier>_KEY (API_KEY, APIKEY, ACCESS_KEY,
 #: PRIVATE_KEY, SESSION_KEY, SIGNING_KEY, ...) or a non-initial PWD, or a
 #: part ends in TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL(S)
-#: (PGPASSWORD); words may take trailing digits and are matched
+#: (PGPASSWORD), or the name is an upper-case `<PART>_KEY` (OPENAI_KEY, SENDGRID_KEY:
+#: an environment variable); words may take trailing digits and are matched
 #: case-insensitively, part boundaries are not. And the last part is
 #: not a word such as URL, FILE, PATH, SOCK, TYPE, COUNT, NAME or USER
 #: (TOKEN_URL, PASSWORD_FILE, SSH_AUTH_SOCK, token_count are not secret).
-#: KEY alone, KEYBOARD, MONKEY, AUTHOR, TOKENIZERS_PARALLELISM, max_tokens,
+#: KEY alone, sort_key, KEYBOARD, MONKEY, AUTHOR, TOKENIZERS_PARALLELISM, max_tokens,
 #: PATH, HOME and PWD do not match.
 SECRET_NAME_RE: re.Pattern[str] = re.compile(
     rf"\A(?!.*{_LB}(?i:{_NOT_SECRET_SUFFIX}){_RB}\Z)"
-    rf".*?(?:{_LB}(?i:{_NAME_WORDS}){_RB}|(?i:{_NAME_SUFFIX_WORDS}){_RB}|{_PWD})",
+    rf".*?(?:{_LB}(?i:{_NAME_WORDS}){_RB}|(?i:{_NAME_SUFFIX_WORDS}){_RB}|{_PWD}|{_ENV_KEY})",
     re.DOTALL,
 )
 
@@ -114,6 +117,7 @@ _AUTH_BARE = (
 # `NAME: value` secret (narrower than SECRET_NAME_RE: `auth: required` is no
 # secret). The word need not start a part (`MYPASSWORD=`, `apitoken=`); it
 # must end the name, which keeps `TOKENIZERS_PARALLELISM=` and `max_tokens:` out.
+# So does an upper-case `_KEY` (`OPENAI_KEY=`, `SENDGRID_KEY=`: `.env` lines).
 _ASSIGN_WORDS: tuple[str, ...] = (
     "token",
     "secret",
@@ -150,10 +154,21 @@ def _assign_alternatives() -> tuple[str, ...]:
         for gap in ("", "[\"' \t]"):
             # A cheap test of the word's last three letters first, then the words.
             words = "|".join(
-                f"(?<=(?i:{'|'.join(ws)}){gap}{sep})" for _, ws in sorted(by_len.items())
+                [f"(?<=(?i:{'|'.join(ws)}){gap}{sep})" for _, ws in sorted(by_len.items())]
+                + [f"(?<=[A-Z0-9]_KEY{gap}{sep})"]
             )
             out.append(f"{sep}(?<=(?i:{tails}){gap}{sep})(?:{words}){value}")
     return tuple(out)
+
+
+# A token glued to the text before or after it (`keyghp_…`, `idAKIA…`, `AIza…xyz`) is
+# still a token where its prefix cannot end a word: those rules have no guard. Prefixes
+# that do end words (`task-`, `disk-`, `shelf_`) keep theirs, and a glued token of that
+# kind must mix cases (and digits) as random keys do, or carry its vendor's marker.
+def _mixed(digit: bool = True, chars: str = "[A-Za-z0-9_\\-]") -> str:
+    """Lookaheads: the token ahead holds upper and lower case letters (and a digit)."""
+    need = ("[0-9]", "[A-Z]", "[a-z]") if digit else ("[A-Z]", "[a-z]")
+    return "".join(f"(?={chars}{{0,200}}{c})" for c in need)
 
 
 # (kind, alternatives). Where alternatives of two rules can start at the same
@@ -203,13 +218,16 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"[^\s/?#@\"'<>\[\]{}|\\^`]+)@",
         ),
     ),
-    # AWS access key ids: a 4-character type prefix and 16 base32 characters.
+    # AWS access key ids: a 4-character type prefix and 16 base32 characters. Only AKIA
+    # and ASIA (long-term and session keys) may be glued to text: the others can occur
+    # inside a ULID (`…ANPA…`), which holds no I.
     (
         "aws-key",
         (
+            _lit("A", r"(?:KIA|SIA)[A-Z0-9]{16}(?![A-Z0-9])", None),
             _lit(
                 "A",
-                r"(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA|3T[A-Z0-9])"
+                r"(?:GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA|3T[A-Z0-9])"
                 r"[A-Z0-9]{16}(?![A-Za-z0-9])",
             ),
         ),
@@ -232,13 +250,19 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "github-token",
         (
-            _lit("g", r"h[pousr]_[A-Za-z0-9]{36,}(?![A-Za-z0-9])"),
-            _lit("g", r"ithub_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])"),
+            _lit("g", r"h[pousr]_[A-Za-z0-9]{36,}", None),
+            _lit("g", r"ithub_pat_[A-Za-z0-9_]{22,}", None),
         ),
     ),
-    ("gitlab-token", (_lit("g", r"lpat-[A-Za-z0-9_\-]{20,}"),)),
+    ("gitlab-token", (_lit("g", r"lpat-[A-Za-z0-9_\-]{20,}", None),)),
     # Anthropic: sk-ant-api03-..., sk-ant-admin01-..., sk-ant-oat01-...
-    ("anthropic-key", (_lit("s", r"k-ant-[A-Za-z0-9_\-]{20,}", r"[A-Za-z0-9_\-]"),)),
+    (
+        "anthropic-key",
+        (
+            _lit("s", r"k-ant-(?:api|admin|oat)[0-9]{2}-[A-Za-z0-9_\-]{20,}", None),
+            _lit("s", r"k-ant-[A-Za-z0-9_\-]{20,}", r"[A-Za-z0-9_\-]"),
+        ),
+    ),
     # OpenAI: sk-<48>, sk-proj-..., sk-svcacct-..., sk-admin-...; the body must
     # hold a digit so kebab-case words (sk-learn-compatible-...) survive.
     (
@@ -250,35 +274,49 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 r"(?=[A-Za-z0-9_\-]{0,200}[0-9])[A-Za-z0-9_\-]{20,}",
                 r"[A-Za-z0-9_\-]",
             ),
+            _lit("s", rf"k-(?:proj-|svcacct-|admin-|None-)?{_mixed()}[A-Za-z0-9_\-]{{40,}}", None),
         ),
     ),
     (
         "stripe-key",
-        tuple(_lit(c, r"k_(?:live|test)_[A-Za-z0-9]{16,}") for c in "sr"),
+        tuple(
+            alt
+            for c in "sr"
+            for alt in (
+                _lit(c, r"k_(?:live|test)_[A-Za-z0-9]{16,}"),
+                _lit(c, rf"k_(?:live|test)_{_mixed(chars='[A-Za-z0-9]')}[A-Za-z0-9]{{16,}}", None),
+            )
+        ),
     ),
     # Slack: xoxb bot, xoxp user, xoxa/xoxo/xoxr/xoxs, xoxe refresh, xapp app tokens.
     (
         "slack-token",
         (
-            _lit("x", r"ox(?:e\.xox)?[abposre]-[A-Za-z0-9\-]{10,}"),
-            _lit("x", r"app-[0-9]+-[A-Za-z0-9\-]{10,}"),
+            _lit("x", r"ox(?:e\.xox)?[abposre]-[A-Za-z0-9\-]{10,}", None),
+            _lit("x", r"app-[0-9]+-[A-Za-z0-9\-]{10,}", None),
         ),
     ),
     (
         "google-api-key",
-        (_lit("A", r"Iza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9_\-])", r"[A-Za-z0-9_\-]"),),
+        (_lit("A", r"Iza[0-9A-Za-z_\-]{35}", None),),
     ),
     # OAuth access tokens (ya29.) and OAuth client secrets (GOCSPX-).
     (
         "google-oauth",
         (
-            _lit("y", r"a29\.[0-9A-Za-z_\-]{20,}", r"[A-Za-z0-9_.\-]"),
-            _lit("G", r"OCSPX-[A-Za-z0-9_\-]{24,}"),
+            _lit("y", r"a29\.[0-9A-Za-z_\-]{20,}", None),
+            _lit("G", r"OCSPX-[A-Za-z0-9_\-]{24,}", None),
         ),
     ),
-    ("huggingface-token", (_lit("h", r"f_[A-Za-z0-9]{30,}(?![A-Za-z0-9_])", _WORDCH),)),
-    ("npm-token", (_lit("n", r"pm_[A-Za-z0-9]{36}(?![A-Za-z0-9])", _WORDCH),)),
-    ("pypi-token", (_lit("p", r"ypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}"),)),
+    (
+        "huggingface-token",
+        (
+            _lit("h", r"f_[A-Za-z0-9]{30,}", _WORDCH),
+            _lit("h", rf"f_{_mixed(False, '[A-Za-z0-9]')}[A-Za-z0-9]{{30,}}", None),
+        ),
+    ),
+    ("npm-token", (_lit("n", r"pm_[A-Za-z0-9]{36}", None),)),
+    ("pypi-token", (_lit("p", r"ypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}", None),)),
     # JWT: base64url JSON header and payload (both start `{"`, i.e. `eyJ`), signature.
     (
         "jwt",
@@ -286,7 +324,7 @@ _RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
             _lit(
                 "e",
                 r"yJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
-                r"[A-Za-z0-9_\-]",
+                None,
             ),
         ),
     ),

@@ -70,10 +70,14 @@ def test_a_secret_in_a_branch_commit_is_refused_with_blob_path_commit_and_rule(
     assert run_git(a, "push", "origin", "HEAD:main").returncode == 0
 
 
+@pytest.mark.parametrize("hooks", ["installed", "not installed"])
 def test_a_secret_in_a_checkpoint_tree_is_refused_by_git_ckpt_push(
-    clone: tuple[Path, Path],
+    clone: tuple[Path, Path], hooks: str
 ) -> None:
+    """`git ckpt push` scans what it sends itself, hook or not (issue 26, item 13)."""
     remote, a = clone
+    if hooks == "not installed":
+        ckpt(a, "hooks", "uninstall")
     ckpt(a, "task", "start", "t", "--goal", "g")
     write(a / "notes" / "aws.txt", f"the key is {AWS_KEY}\n")  # untracked: in the snapshot
     made = ckpt(a, "create", "-t", "t", "--json").stdout
@@ -84,14 +88,20 @@ def test_a_secret_in_a_checkpoint_tree_is_refused_by_git_ckpt_push(
     assert result.exit_code == 1
     errors = [x for x in result.stderr.splitlines() if x.startswith("git ckpt: error:")]
     assert len(errors) == 1, result.stderr
-    assert errors[0].startswith(
-        "git ckpt: error: git push origin was refused by this clone's pre-push hook: "
-        "origin: 1 secret(s) in the objects about to leave; "
-        f"blob {blob[:12]} notes/aws.txt (commit {checkpoint[:12]}), line 1: rule aws-key"
+    assert errors[0] == (
+        "git ckpt: error: push to origin refused by the secret scan: 1 secret(s) in the "
+        "objects about to leave (nothing was sent): "
+        f"blob {blob[:12]} notes/aws.txt (commit {checkpoint[:12]}), line 1: rule aws-key; "
+        "put the file's path in [snapshot] secret_paths, so that later checkpoints leave "
+        "it out, and revoke the secret; if it is no secret, `git config --add ckpt.scanSkip "
+        "GLOB` lets its path go"
     ), errors[0]
-    assert "fix: take the secret out" in errors[0]
     assert AWS_KEY not in result.stderr
     assert not remote_has(remote, "refs/agent/checkpoints/t")
+    assert not remote_has(remote, "refs/agent/events/t")
+    git(a, "config", "--add", "ckpt.scanSkip", "notes/**")  # no secret after all: it goes
+    assert "pushed to origin" in ckpt(a, "push").stdout
+    assert remote_has(remote, "refs/agent/checkpoints/t")
 
 
 def test_a_secret_planted_in_a_raw_event_object_is_refused(clone: tuple[Path, Path]) -> None:

@@ -115,6 +115,14 @@ def test_each_token_format_is_redacted_with_its_kind(r: Redactor, kind: str, sec
 
 
 @pytest.mark.parametrize(("kind", "secret"), TOKENS[:-2])
+def test_tokens_glued_to_text_are_redacted(r: Redactor, kind: str, secret: str) -> None:
+    """A token with letters right before or after it (issue 26, item 13)."""
+    out = r.text(f"id=tok{secret}end, x{secret}_y")
+    assert secret not in out, out
+    assert out.count(f"[REDACTED:{kind}]") == 2, out
+
+
+@pytest.mark.parametrize(("kind", "secret"), TOKENS[:-2])
 def test_tokens_inside_json_and_shell_are_redacted(r: Redactor, kind: str, secret: str) -> None:
     out = r.text(f'{{"note": "{secret}", "cmd": "curl -d x={secret[:4]} /{secret}/"}}')
     assert secret not in out
@@ -234,6 +242,14 @@ def test_url_credentials_are_redacted_host_kept(r: Redactor, text: str, expected
             "https://x.test/cb?access_token=[REDACTED:assign:access_token]&page=2",
         ),
         ('{"apiKey": "' + 'Q9x8W7v6U5"}', '{"apiKey": "[REDACTED:assign:apiKey]"}'),
+        # upper-case names ending in _KEY (issue 26, item 13)
+        ("OPENAI_KEY=" + "Zx81Yw72Vu63", "OPENAI_KEY=[REDACTED:assign:OPENAI_KEY]"),
+        (
+            "export SENDGRID_KEY=" + "SG.aB3dE5fG7h.iJ9kL1mN3o",
+            "export SENDGRID_KEY=[REDACTED:assign:SENDGRID_KEY]",
+        ),
+        ('MAILGUN_KEY: "' + 'key-0a1b2c3d"', 'MAILGUN_KEY: "[REDACTED:assign:MAILGUN_KEY]"'),
+        ("sort_key=" + "created_at_2024", "sort_key=created_at_2024"),
     ],
 )
 def test_values_assigned_to_secret_names_are_redacted(
@@ -274,6 +290,10 @@ KEEP = [
     "password=${DB_PASSWORD}",
     "hf_hub_download(repo_id='gpt2')",
     "AKIA is a prefix; AKIASHORT too",
+    "01ARZ3ANPAQX7ZT4LM2PB9KD3W",  # a ULID holding an AWS prefix (ANPA) and 16 more
+    "disk-usage-report-for-all-the-cluster-nodes",
+    "shelf_lifeofthegoodsinthewarehouseisshortandsweet",
+    "task_live_updates_for_the_dashboard_view",
     "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
 ]
 
@@ -407,6 +427,8 @@ SECRET_NAMES = [
     "GITHUB_PAT",
     "SECRET_KEY_BASE",
     "jwt",
+    "OPENAI_KEY",
+    "SENDGRID_KEY",
 ]
 
 NOT_SECRET_NAMES = [
@@ -549,6 +571,24 @@ def test_count_tracks_redactions() -> None:
 # Secret paths
 # --------------------------------------------------------------------------
 
+# Issue 26, item 13: secret files the defaults missed (one path of each shape; a nested
+# copy where the pattern names a directory). tests/reliability/test_secret_paths.py pushes
+# each one.
+MISSED_SHAPES = [
+    ".config/gh/hosts.yml",
+    "home/dev/.config/gh/hosts.yml",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".s3cfg",
+    ".boto",
+    ".terraformrc",
+    "keys/server.ppk",
+    "deploy/prod.env",
+    ".env-staging",
+    ".envrc.local",
+    "worker/.dev.vars",
+    "config/secret.json",
+]
 SECRET_FILES = [
     ".env",
     "app/.env",
@@ -575,6 +615,7 @@ SECRET_FILES = [
     "config/secrets.yaml",
     ".git-credentials",
     "infra/terraform.tfstate",
+    *MISSED_SHAPES,
 ]
 SOURCE_FILES = [
     "main.py",
@@ -591,6 +632,10 @@ SOURCE_FILES = [
     "docs/credentials.md",
     "tests/test_tokens.py",
     "app/.aws-config.py",
+    "src/dotenv.py",
+    "docs/secret.md",
+    "config/gh/hosts.yml",
+    "environment.envs",
 ]
 
 

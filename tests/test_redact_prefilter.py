@@ -30,6 +30,8 @@ FRAGMENTS = [
     ".",
     "password: ",
     '"api_key": "',
+    "SENDGRID_KEY=",
+    "tok",
     "hunter2hunter2",
     " ",
     "\n",

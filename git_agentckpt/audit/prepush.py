@@ -25,9 +25,10 @@ or the commit), the line, and the rule, never the secret itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from git_agentckpt.errors import OperationFailed
 from git_agentckpt.git.outgoing import (
     OutObject,
     commits_bringing,
@@ -98,6 +99,13 @@ class PushCheck:
             f"{self.seconds * 1000:.0f} ms{per}{skipped}"
         )
 
+    def not_scanned(self) -> list[str]:
+        return [
+            f"not scanned: binary blob {blob.id[:12]} {blob.path} ({blob.size} bytes, "
+            "above ckpt.scanBinaryLimit)"
+            for blob in self.skipped
+        ]
+
     def lines(self) -> list[str]:
         """What the hook says on stderr (nothing for a clean push without skipped blobs)."""
         out = []
@@ -114,11 +122,7 @@ class PushCheck:
                 f"{PREFIX}refused push to {self.remote}: `git ckpt verify` rejects the trail"
             )
             out += [f"{PREFIX}  {line}" for line in self.trail[:MAX_SHOWN]]
-        for blob in self.skipped:
-            out.append(
-                f"{PREFIX}not scanned: binary blob {blob.id[:12]} {blob.path} "
-                f"({blob.size} bytes, above ckpt.scanBinaryLimit)"
-            )
+        out += [PREFIX + line for line in self.not_scanned()]
         if self.findings:
             out.append(
                 f"{PREFIX}fix: take the secret out of the commit that brings it (amend or "
@@ -166,6 +170,25 @@ def check_push(
         result.trail = verify(repo, tasks)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def refuse_secrets(repo: GitRepo, remote: str, refs: Sequence[str]) -> PushCheck:
+    """`git ckpt push`'s own scan of what it is about to send (`refs`, to the same names
+    on `remote`), hook or not; raises when it finds a secret. The scan, for its warnings."""
+    tips = [(ref, tip, ref, ZERO) for ref in refs if (tip := repo.read_ref(ref)) is not None]
+    result = check_push(repo, remote, tips)
+    if not result.findings:
+        return result
+    shown = [f.describe() for f in result.findings[:3]]
+    more = len(result.findings) - len(shown)
+    raise OperationFailed(
+        f"push to {result.remote} refused by the secret scan: {len(result.findings)} secret(s) "
+        "in the objects about to leave (nothing was sent): "
+        + "; ".join(shown + ([f"and {more} more"] if more else [])),
+        hint="put the file's path in [snapshot] secret_paths, so that later checkpoints "
+        "leave it out, and revoke the secret; if it is no secret, `git config --add "
+        "ckpt.scanSkip GLOB` lets its path go",
+    )
 
 
 def _known_on_remote(repo: GitRepo, remote: str, pushed: list[PushLine]) -> list[str]:

@@ -57,6 +57,8 @@ KINDS: dict[str, str] = {
     "unknown-signer": "a valid signature by a key that is not allowed, or one git cannot check",
     "unsigned-commit": "an unsigned commit after signed ones in its chain (a signed trail)",
     "signatures-unchecked": "valid ssh signatures, but no allowed signers file here to judge them",
+    "replaced-object": "a refs/replace/ ref makes plain git show another object instead of "
+    "one of the trail (git ckpt reads the original)",
     "unreadable": "a record could not be checked at all (the detail says why)",
 }
 

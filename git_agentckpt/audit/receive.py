@@ -14,6 +14,10 @@ directory, which `GitRepo.add_object_dirs_from_env` adds to what is read). For
   event in the task's log as the push leaves it (`no-prepare`: the write-ahead order);
 - anything `git ckpt verify` rejects in the tasks the push touches (`verify`).
 
+It also refuses a `refs/replace/<id>` ref whose object `<id>` the trail holds, as the
+push leaves it (`replaces-trail`): everyone who fetched it would see another record
+through plain git (`audit/replaced.py`).
+
 Other refs are never judged: a push of branches alone does not even start Python (the
 shim looks first). A pre-receive hook decides for the whole push, so a push that mixes
 a refused agent ref with a branch is refused as a whole; the message says so.
@@ -24,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from git_agentckpt.audit.replaced import REPLACE, replaced_id, replaced_in_trail
 from git_agentckpt.errors import CkptError, CorruptError, NotFound
 from git_agentckpt.git.repo import CommitInfo, GitRepo
 from git_agentckpt.store.events import events_of
@@ -46,6 +51,8 @@ FIXES = {
     "no-prepare": "push a checkpoint together with its task's event log in one atomic "
     "push (`git ckpt push` does); a commit written outside `git ckpt create` has no "
     "checkpoint.prepare event and cannot become a checkpoint",
+    "replaces-trail": "the trail on this server is append-only: a refs/replace/ ref never "
+    "stands in for one of its records (`git replace -d` it in your clone)",
     "verify": "run `git ckpt verify` in your clone: it names each problem; repair the "
     "trail (or start the task again) before pushing",
 }
@@ -70,20 +77,49 @@ def agent_updates(updates: Iterable[Update]) -> list[Update]:
     return [u for u in updates if u.ref.startswith(AGENT_PREFIXES)]
 
 
+def judged_updates(updates: Iterable[Update]) -> list[Update]:
+    """The updates the hook judges: agent refs, and replacements (new or moved)."""
+    return [u for u in updates if u.ref.startswith(AGENT_PREFIXES) or _replacing(u)]
+
+
+def _replacing(u: Update) -> bool:
+    return u.ref.startswith(REPLACE) and u.new != ZERO
+
+
 def judge_push(repo: GitRepo, updates: list[Update], verify: Verifier | None) -> list[Refusal]:
-    """Why the push must be refused (empty: accepted). Only agent refs are judged."""
+    """Why the push must be refused (empty: accepted). Only agent refs and replacements
+    are judged."""
     agent = agent_updates(updates)
-    if not agent:
-        return []
     new_tips = {u.ref: u.new for u in agent}
-    refusals: list[Refusal] = []
+    refusals = _judge_replacements(repo, [u for u in updates if _replacing(u)], new_tips)
     for u in agent:
         refusals.extend(_judge_ref(repo, u, new_tips))
-    if verify is not None and not refusals:
+    if verify is not None and agent and not refusals:
         refusals.extend(
             Refusal(_ref_of(task, agent), "verify", line) for task, line in verify(repo, agent)
         )
     return refusals
+
+
+def _judge_replacements(
+    repo: GitRepo, replacing: list[Update], new_tips: dict[str, str]
+) -> list[Refusal]:
+    """The pushed `refs/replace/<id>` refs whose object the trail holds as the push
+    leaves it (its agent refs here, moved to `new_tips`)."""
+    by_id = {oid: u for u in replacing if (oid := replaced_id(u.ref)) is not None}
+    if not by_id:
+        return []
+    trail = {**{r: v for p in AGENT_PREFIXES for r, v in repo.list_refs(p).items()}, **new_tips}
+    found = replaced_in_trail(repo, {r: v for r, v in trail.items() if v != ZERO}, by_id)
+    return [
+        Refusal(
+            by_id[oid].ref,
+            "replaces-trail",
+            f"it would make plain git show {by_id[oid].new[:12]} instead of the trail's "
+            f"{kind} {oid[:12]}",
+        )
+        for oid, kind in sorted(found.items())
+    ]
 
 
 def _ref_of(task: str | None, agent: list[Update]) -> str:

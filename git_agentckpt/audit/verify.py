@@ -20,6 +20,7 @@ from git_agentckpt.audit import chain_check, notes_check, remote_check, signatur
 from git_agentckpt.audit.events_check import scan_log
 from git_agentckpt.audit.per_commit import CommitContext
 from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
+from git_agentckpt.audit.replaced import REPLACE, TRAIL, replacement_problems
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
@@ -176,9 +177,18 @@ def verify_trail(
         except Exception as exc:  # hostile records: one line, then the next task
             text = exc.one_line() if isinstance(exc, CkptError) else f"{type(exc).__name__}: {exc}"
             report.add([Problem(task, "unreadable", CHECKPOINTS + task, text[:200])])
+    _check_replacements(repo, refs, report)
     _compare_copies(repo, refs, report, last_seq, against, witness_file if use_witness else "")
     report.problems = _capped(report.problems)
     return report
+
+
+def _check_replacements(repo: GitRepo, refs: RefView, report: VerifyReport) -> None:
+    """`refs/replace/*` refs that make plain git show something else than a record."""
+    replacements = {r: v for r in refs.names(REPLACE) if (v := refs.value(r)) is not None}
+    if replacements:
+        trail = {r: v for p in TRAIL for r in refs.names(p) if (v := refs.value(r)) is not None}
+        report.add(replacement_problems(repo, trail, replacements))
 
 
 def _compare_copies(

@@ -64,6 +64,7 @@ def keep_object_dirs(workdir: str, dirs: Sequence[str]) -> None:
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _REPO_VARS}
     env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"  # `refs/replace/*` would show a forged object
     env.setdefault("LC_ALL", "C")
     if extra:
         env.update(extra)

@@ -237,8 +237,11 @@ def _fast_forward_checkpoint(repo: GitRepo, ref: str, tip: str, mirror: str) -> 
     return _bring_in(repo, ref, tip, mirror, keep_ours, guarded=True)
 
 
-def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> ShareResult:
-    """Fetch and merge, then push every agent ref that is not blocked, atomically."""
+def push(
+    repo: GitRepo, log: EventLog, remote: str, scan: Callable[[list[str]], None]
+) -> ShareResult:
+    """Fetch and merge, then push every agent ref that is not blocked, atomically; `scan`
+    sees the refs first (and raises to send nothing: the secret scan)."""
     attempts = 0
 
     def attempt() -> ShareResult | None:
@@ -255,6 +258,7 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
         if not refs:
             return result
         crash_point("push.merged")
+        scan(refs)
         result.pushed = push_refs(repo, remote, refs, GitMeters() if progress_enabled() else None)
         if any(p.rejected for p in result.pushed):
             return None
@@ -264,11 +268,11 @@ def push(repo: GitRepo, log: EventLog, remote: str, tries: int = PUSH_TRIES) -> 
     return retry(
         attempt,
         what=f"pushing to {remote}",
-        tries=tries,
+        tries=PUSH_TRIES,
         first_delay=0.05,
         max_delay=1.0,
         exhausted=lambda: ConflictError(
-            f"{remote} kept moving: {tries} pushes were refused after a fresh fetch and merge",
+            f"{remote} kept moving: {PUSH_TRIES} pushes were refused after a fresh fetch and merge",
             hint="nothing was lost; run `git ckpt push` again",
         ),
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import ckpt, ckpt_json, write
+from test_redact import MISSED_SHAPES
 
 from git_agentckpt.api import Checkpointer
 from git_agentckpt.contracts.engine import repo_identity
@@ -80,6 +81,8 @@ def fakes(tag: str) -> list[Fake]:
     add("npm-token", "np" + "m_" + body(tag, 36))
     add("pypi-token", "py" + "pi-AgEIcHlwaS5vcmc" + body(tag, 60))
     add("jwt", "ey" + "JhbGciOiJIUzI1NiJ9.ey" + "J" + body(tag, 20) + "." + body(tag, 30))
+    add("assign", "SG." + body(tag, 22) + "." + body(tag, 20), "SENDGRID_KEY=")  # issue 26
+    add("google-api-key", "AI" + "za" + body(tag, 35), "apikey", "xyz")  # glued to text
     add("bearer", "b" + tag + body(tag, 28), "Bearer ")
     add("url-userinfo", "pw" + tag + body(tag, 14), "https://deploy:", "@example.org/r.git")
     add("assign", "Pw" + tag + body(tag, 14), "DB_PASSWORD=")
@@ -433,7 +436,7 @@ def test_tracked_secret_file_keeps_heads_blob_and_is_never_restored_or_drift(
     assert ".env" not in result["written"] + result["deleted"]
     # a checkpoint that holds another .env (from a clone whose secret_paths did not
     # name it): restore writes the rest, never that .env
-    others = [p for p in DEFAULT_SECRET_PATHS if p != ".env"]
+    others = [p for p in DEFAULT_SECRET_PATHS if p not in (".env", "*.env")]
     write(repo / ".git" / "info" / "exclude", ".agent/ckpt.toml\n")  # in no snapshot
     write(repo / ".agent" / "ckpt.toml", f"[snapshot]\nsecret_paths = {json.dumps(others)}\n")
     write(repo / ".env", "FROM=another clone\n")
@@ -524,6 +527,23 @@ def test_pins_follow_head_untracking_and_gitignore_reincludes(
     local = where.pop("local objects (loose and packed)")
     assert leaks(where, tags) == []
     assert leaks({"local": local}, {"edit of v1": "40", "edit of v2": "41"}) == []
+
+
+@pytest.mark.parametrize("path", MISSED_SHAPES)  # issue 26, item 13
+def test_a_secret_file_of_each_shape_stays_out_of_the_store_and_the_remote(
+    repo: Path, tmp_path: Path, path: str
+) -> None:
+    tag = str(60 + MISSED_SHAPES.index(path))
+    remote = bare_remote(tmp_path)
+    ckpt(repo, "task", "start", "t", "--goal", "g")
+    write(repo / path, line(tag) + "\n")
+    write(repo / "src" / "app.py", "print('changed')\n")  # the snapshot has news
+    made = ckpt_json(repo, "create", "-t", "t")
+    assert _tree_blob(repo, made["commit"], "src/app.py") is not None
+    assert _tree_blob(repo, made["commit"], path) is None
+    ckpt(repo, "push", str(remote))
+    assert git(remote, "rev-parse", "refs/agent/checkpoints/t") == made["commit"]
+    assert leaks(stores(repo, remote), {path: tag}) == []
 
 
 def test_an_unborn_branch_leaves_a_staged_secret_out(tmp_path: Path, secret_env: None) -> None:
