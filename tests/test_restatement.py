@@ -328,7 +328,9 @@ def test_the_brief_ends_with_the_form_and_the_filled_form_confirms(
     data = recovering_task(repo)
     brief = data["brief"]
     form_text = brief["restatement_form"]
-    assert "- seed42: <" in form_text and "- api-frozen: <" in form_text
+    # a checked constraint's line carries the value its check verifies
+    assert "- seed42: train.seed = 42 — <" in form_text
+    assert "- api-frozen: unchanged: src/api/** — <" in form_text
     assert "Done steps (not to be redone):" in form_text and "Next step:" in form_text
     markdown = data["brief_markdown"].rstrip()
     assert markdown.endswith("```")
@@ -342,12 +344,12 @@ def test_the_brief_ends_with_the_form_and_the_filled_form_confirms(
     filled = (
         form_text.replace("<the goal, in your own words>", "reproduce table 2 of the paper")
         .replace(
-            "- seed42: <this constraint, in your own words>",
-            "- seed42: every experiment runs with seed 42",
+            "42 — <this constraint, in your own words>",
+            "42 — every experiment runs with seed 42",
         )
         .replace(
-            "- api-frozen: <this constraint, in your own words>",
-            "- api-frozen: nothing under src/api is modified",
+            "/** — <this constraint, in your own words>",
+            "/** — nothing under src/api is modified",
         )
         .replace("<ids of the done steps, or none>", "s1, s2")
         .replace("<id of the next step, or none>", "s3")
