@@ -177,9 +177,6 @@ def states_value(c: Carried, line: str) -> bool:
         if c.kind == "file_sha256":
             return any(len(t.raw) >= 7 and expected.startswith(t.raw) for t in tokens(line))
         return expected.lower() in {t.raw for t in tokens(line)} or show(expected) in line
-    for tok in tokens(line):
-        for raw in (tok.raw, *re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", tok.raw)):
-            n = number(raw)
-            if n is not None and n == float(expected):
-                return True
-    return False
+    written = re.findall(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", line)
+    written += [t.raw for t in tokens(line) if t.raw.isalpha()]  # "five", "twice"
+    return any(number(raw) == float(expected) for raw in written)

@@ -229,7 +229,8 @@ def _check_form(
             # ("smoke") is a word of the line
             bare = line if r.id.isalpha() else re.sub(_id_pattern(r.id), " ", line, flags=re.I)
             said = key_stems(bare)
-            if not with_synonyms(said) & (r.terms | r.values()):
+            shown = r.carried is not None and r.carried.text.lower() in line.lower()
+            if not shown and not with_synonyms(said) & (r.terms | r.values()):
                 v.problems.append(
                     f"constraint {r.id!r}: '{excerpt(line, 60)}' shares no word with it "
                     f"({excerpt(r.text, 60)})"

@@ -52,7 +52,7 @@ def _stems(words: str) -> frozenset[str]:
 
 EXCEPTIONS = _phrases(
     "except|excepting|exception|exceptions|unless|other than|apart from|aside from|"
-    "excluding|save for|barring|besides|with the exception of|but not for"
+    "excluding|save for|barring|besides|with the exception of"
 )
 CONDITIONS = _phrases(
     "if|only if|only when|only after|only before|only during|only once|only while|until|till|"
@@ -232,6 +232,16 @@ def weakenings(sentence: str, target: Target, own_line: bool) -> list[Weakening]
         if words not in out[kind]:
             out[kind].append(words)
 
+    toks = tokens(sentence)
+    for i in range(len(toks) - 2):  # "42, or 7", "adam or adamw": another value offered
+        if _is_value(toks[i], target) and toks[i + 1].raw == "or":
+            other = toks[i + 2]
+            bound = other.stem in _BOUND_UP | _BOUND_DOWN or other.raw in ("so", "less", "more")
+            offered = number(other.raw) is not None or (
+                _key(other) and not target.anchors & {other.stem}
+            )
+            if offered and not bound and not _is_value(other, target):
+                hit("left to chance", _text(toks[i : i + 3]))
     for clause in clauses(sentence):
         if own_line or _about_it(clause, target):
             _exceptions(clause, target, hit)
@@ -343,11 +353,6 @@ def _values(clause: list[Tok], target: Target, hit: Hit, own_line: bool) -> None
                 hit("left to chance", _text(clause[i : i + 2]))
         elif t.stem in _MOVE and not _neg_after(clause, i, reach=3):
             hit("left to chance", t.raw)
-        elif _is_value(t, target) and i + 2 < len(clause) and clause[i + 1].raw == "or":
-            other = clause[i + 2]  # "32 or 16", "adam or adamw"; not "5 or fewer"
-            bound = other.stem in _BOUND_UP | _BOUND_DOWN or other.raw in ("so", "less", "more")
-            if not bound and not _is_value(other, target):
-                hit("left to chance", _text(clause[i : i + 3]))
 
 
 def _negated_at(clause: Sequence[Tok], i: int) -> bool:
