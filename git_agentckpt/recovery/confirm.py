@@ -240,7 +240,7 @@ def _check_form(
                 if not stated and not any(differences(r.carried, x, True) for x in lines):
                     v.problems.append(
                         f"constraint {r.id!r}: its line drops the checked value "
-                        f"(`{r.carried.text}`); keep it as the form prints it"
+                        f"`{r.carried.text}`; restate it with that value, as the form prints it"
                     )
                     break
     if form.done is None:  # no "Done steps" line: each done step named somewhere will do
