@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from git_agentckpt.contracts.checks import values_equal
-from git_agentckpt.recovery.words import number, tokens
+from git_agentckpt.recovery.words import key_stems, number, tokens
 
 _VALUE_KINDS = ("json_value", "yaml_value", "toml_value")
 # a value as written: quoted, a JSON list or object, or one bare token
@@ -180,3 +180,15 @@ def states_value(c: Carried, line: str) -> bool:
     written = re.findall(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", line)
     written += [t.raw for t in tokens(line) if t.raw.isalpha()]  # "five", "twice"
     return any(number(raw) == float(expected) for raw in written)
+
+
+def check_terms(check: Mapping[str, object] | None) -> frozenset[str]:
+    """The stems of what a check looks at: its file, key path, globs, command."""
+    if not check:
+        return frozenset()
+    said: list[str] = [str(check.get(k)) for k in ("file", "path") if check.get(k)]
+    for k in ("paths", "argv"):
+        value = check.get(k)
+        if isinstance(value, list | tuple):
+            said += [str(v).replace("*", " ") for v in value[:4]]
+    return frozenset(key_stems(" ".join(said)))

@@ -34,19 +34,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.model import JSON
-from git_agentckpt.recovery.checked import Carried, carried, differences
+from git_agentckpt.recovery.checked import Carried, carried, check_terms, differences
 from git_agentckpt.recovery.weakening import (
-    CHANGE_VERBS,
-    REMOVE_VERBS,
     Target,
     asserted,
-    breaks,
-    clauses,
+    breaking_verbs,
     guard_of,
     weakenings,
 )
 from git_agentckpt.recovery.words import (
-    NEGATORS,
     STOP,
     Tok,
     excerpt,
@@ -260,7 +256,7 @@ def constraint_ref(c: Mapping[str, JSON], check: Mapping[str, object] | None) ->
             if nxt and is_key(nxt[0].raw):
                 forbidden.add(nxt[0].stem)
     kind = str(check.get("kind")) if check else None
-    terms = frozenset(key_stems(text)) | id_terms | _check_terms(check)
+    terms = frozenset(key_stems(text)) | id_terms | check_terms(check)
     eq = [f for f in fixed if f.bound == "eq"]
     bound = next((f.bound for f in fixed if f.bound != "eq"), "")
     target = Target(
@@ -286,18 +282,6 @@ def constraint_ref(c: Mapping[str, JSON], check: Mapping[str, object] | None) ->
         target=target,
         carried=carried(check),
     )
-
-
-def _check_terms(check: Mapping[str, object] | None) -> frozenset[str]:
-    """The words of what a check looks at: its file, key path, globs, command."""
-    if not check:
-        return frozenset()
-    said: list[str] = [str(check.get(k)) for k in ("file", "path") if check.get(k)]
-    for k in ("paths", "argv"):
-        value = check.get(k)
-        if isinstance(value, list | tuple):
-            said += [str(v).replace("*", " ") for v in value[:4]]
-    return frozenset(key_stems(" ".join(said)))
 
 
 # -- finding them -------------------------------------------------------------------------
@@ -480,25 +464,11 @@ def _literal_values(sentence: str, toks: list[Tok], ref: ConstraintRef) -> list[
 
 
 def _allowed(sentence: str, ref: ConstraintRef, own_line: bool) -> list[Finding]:
-    """A verb that breaks the constraint, in a clause that names what it is about (or,
-    in its own line, points back at it: "overwrite them")."""
-    previous: list[Tok] = []
-    for clause in clauses(sentence):
-        # "I will not edit, add or delete ...": the clause goes on a negated list of verbs
-        listed = (
-            bool(previous)
-            and previous[-1].stem in (CHANGE_VERBS | REMOVE_VERBS | ref.forbidden)
-            and any(t.raw in NEGATORS for t in previous)
-        )
-        previous = clause
-        back = own_line and any(t.raw in _PRONOUNS or t.raw == "there" for t in clause)
-        if not back and not any(t.stem in ref.terms for t in clause):
-            continue
-        verbs = breaks(clause, ref.target, ref.forbidden, listed)
-        if verbs:
-            reason = f'it forbids "{verbs[0]}", the restatement allows it: "{excerpt(sentence)}"'
-            return [Finding(ref.id, "allowed", reason, tuple(verbs))]
-    return []
+    verbs = breaking_verbs(sentence, ref.target, ref.forbidden, own_line)
+    if not verbs:
+        return []
+    reason = f'it forbids "{verbs[0]}", the restatement allows it: "{excerpt(sentence)}"'
+    return [Finding(ref.id, "allowed", reason, tuple(verbs))]
 
 
 def _carried(text: str, ref: ConstraintRef, own_line: bool) -> list[Finding]:

@@ -124,6 +124,7 @@ _BOUND_UP = _stems("more over above exceed exceeds exceeding beyond extra additi
 _BOUND_DOWN = _stems("fewer less below under lower smaller")
 _ONLY_SCOPES = _stems("for in on during after before when if once at while within until")
 _ONLY_CONDITIONS = frozenset(("if", "when", "after", "before", "once", "while", "until"))
+_POINTERS = frozenset(("it", "this", "that", "them", "these", "those", "there"))
 _CLAUSE = re.compile(r"[,:()\[\]—–]|\s-\s|\bbut\b|\bwhereas\b", re.I)
 
 
@@ -382,6 +383,28 @@ def _negations(clause: list[Tok], target: Target, hit: Hit) -> None:
             hit("negated", _text(clause[max(0, i - 3) : i + 1]))
         elif _is_value(t, target) and target.bound == "" and _negated_at(clause, i):
             hit("negated", _text(clause[max(0, i - 4) : i + 1]))
+
+
+def breaking_verbs(
+    sentence: str, target: Target, forbidden: frozenset[str], own_line: bool
+) -> list[str]:
+    """The verbs that break the constraint in `sentence`, in the first clause that names
+    what it is about (or, in its own line, points back at it: "overwrite them")."""
+    previous: list[Tok] = []
+    for clause in clauses(sentence):
+        # "I will not edit, add or delete ...": the clause goes on a negated list of verbs
+        listed = (
+            bool(previous)
+            and previous[-1].stem in (CHANGE_VERBS | REMOVE_VERBS | forbidden)
+            and any(t.raw in NEGATORS for t in previous)
+        )
+        previous = clause
+        back = own_line and any(t.raw in _POINTERS for t in clause)
+        if back or _about_it(clause, target):
+            verbs = breaks(clause, target, forbidden, listed)
+            if verbs:
+                return verbs
+    return []
 
 
 def breaks(
