@@ -14,6 +14,7 @@ break a rule, and the exact comparison of the form's checked value.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ CORPUS = Path(__file__).parent / "fixtures" / "restatements" / "corpus.yaml"
 BAR = 0.95
 
 
+@functools.cache
 def load() -> dict[str, Any]:
     data = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
     assert isinstance(data, dict)
@@ -197,6 +199,12 @@ def test_a_dismissal_word_negated_is_no_dismissal() -> None:
         assert line_verdict(line, str(SEED["text"]), cid="seed42").passed, line
 
 
+def test_a_dismissal_word_the_rule_says_itself_is_no_dismissal() -> None:
+    text = "Skip the slow tests on CI"
+    assert line_verdict("the slow tests are skipped on CI", text).passed
+    assert not line_verdict("the slow tests are skipped on CI; ignore it", text).passed
+
+
 MARKERS = [
     (" ".join(cue), kind)
     for cues, kind in (
@@ -237,26 +245,31 @@ def test_markers_negated_or_about_the_rule_itself_are_accepted(line: str) -> Non
     assert line_verdict(line, "Every run is reported in results/runs.csv").passed
 
 
+@pytest.mark.parametrize("check", [SEED_CHECK, None], ids=["checked", "text only"])
 @pytest.mark.parametrize(
     "line, passed",
     [
-        ("seeds are drawn at random each run", False),
-        ("any seed will do", False),
-        ("a fresh seed for every ablation", False),
+        ("seeds are drawn at random each run, not only 42", False),
+        ("seed 42, or any seed will do", False),
+        ("seed 42, then a fresh seed for every ablation", False),
         ("train.seed = 42, or 7 when it diverges", False),
-        ("the seed is tuned per ablation", False),
+        ("seed 42 at first, the seed is tuned per ablation", False),
         ("the random seed stays 42", True),
         ("seed 42, no other seed, never a random one", True),
     ],
 )
-def test_a_value_left_to_chance(line: str, passed: bool) -> None:
-    assert line_verdict(line, str(SEED["text"]), SEED_CHECK, "seed42").passed is passed
+def test_a_value_left_to_chance(line: str, passed: bool, check: dict[str, object] | None) -> None:
+    v = line_verdict(line, str(SEED["text"]), check, "seed42")
+    assert v.passed is passed, v.problems
+    if not passed:
+        assert any("left to chance" in p for p in v.problems), v.problems
 
 
 @pytest.mark.parametrize(
     "line, text, passed",
     [
         ("the seed does not have to be 42", "Experiments must use seed 42", False),
+        ("the seed is not 42", "Experiments must use seed 42", False),
         ("the seed is 42, never 7", "Experiments must use seed 42", True),
         ("results/table2.csv does not exist yet", "results/table2.csv must exist", False),
         ("results/table2.csv exists at every step", "results/table2.csv must exist", True),
@@ -271,6 +284,17 @@ def test_the_rule_negated(line: str, text: str, passed: bool) -> None:
 @pytest.mark.parametrize(
     "line, check, passed",
     [
+        (
+            "nothing under data/raw can be written",
+            {"kind": "forbidden_paths", "paths": ["data/raw/**"]},
+            True,
+        ),
+        (
+            "we can read data/raw, never write it",
+            {"kind": "forbidden_paths", "paths": ["data/raw/**"]},
+            True,
+        ),
+        ("we can write data/raw", {"kind": "forbidden_paths", "paths": ["data/raw/**"]}, False),
         ("api.py can be rewritten", {"kind": "protected_paths", "paths": ["api.py"]}, False),
         ("api.py is never rewritten", {"kind": "protected_paths", "paths": ["api.py"]}, True),
         (
@@ -324,12 +348,18 @@ def test_the_checked_value_is_compared_exactly(expected: object, said: object) -
     assert v.passed is (same and said == expected), (line, v.problems)
 
 
+def test_an_equality_line_must_state_its_value() -> None:
+    dropped = line_verdict("experiments use the configured seed", str(SEED["text"]), SEED_CHECK)
+    assert [p for p in dropped.problems if "drops the checked value `train.seed = 42`" in p]
+    assert line_verdict("experiments use seed 42", str(SEED["text"]), SEED_CHECK).passed
+
+
 @pytest.mark.parametrize(
     "check, line, passed",
     [
         ({"kind": "max_changed_files", "max": 5}, "changed files <= 5 — a small step", True),
         ({"kind": "max_changed_files", "max": 5}, "changed files <= 6 — a small step", False),
-        ({"kind": "max_changed_files", "max": 5}, "a small step", False),  # the value dropped
+        ({"kind": "max_changed_files", "max": 5}, "the files of a step are few", False),  # dropped
         (
             {"kind": "file_contains", "file": "R.md", "text": "## Results"},
             'R.md contains "## Results"',
