@@ -328,7 +328,9 @@ def test_the_brief_ends_with_the_form_and_the_filled_form_confirms(
     data = recovering_task(repo)
     brief = data["brief"]
     form_text = brief["restatement_form"]
-    assert "- seed42: <" in form_text and "- api-frozen: <" in form_text
+    # a checked constraint's line carries the value its check verifies
+    assert "- seed42: train.seed = 42 — <" in form_text
+    assert "- api-frozen: unchanged: src/api/** — <" in form_text
     assert "Done steps (not to be redone):" in form_text and "Next step:" in form_text
     markdown = data["brief_markdown"].rstrip()
     assert markdown.endswith("```")
@@ -342,12 +344,12 @@ def test_the_brief_ends_with_the_form_and_the_filled_form_confirms(
     filled = (
         form_text.replace("<the goal, in your own words>", "reproduce table 2 of the paper")
         .replace(
-            "- seed42: <this constraint, in your own words>",
-            "- seed42: every experiment runs with seed 42",
+            "42 — <this constraint, in your own words>",
+            "42 — every experiment runs with seed 42",
         )
         .replace(
-            "- api-frozen: <this constraint, in your own words>",
-            "- api-frozen: nothing under src/api is modified",
+            "/** — <this constraint, in your own words>",
+            "/** — nothing under src/api is modified",
         )
         .replace("<ids of the done steps, or none>", "s1, s2")
         .replace("<id of the next step, or none>", "s3")
@@ -377,3 +379,110 @@ def test_the_issue_example_is_refused_end_to_end(repo: Path, tmp_path: Path) -> 
     assert refused.exit_code == 12 and "says 7" in refused.stderr
     types = [json.loads(x)["type"] for x in ckpt(repo, "log", "t", "--json").stdout.splitlines()]
     assert types.count("recovery.rejected") == 2 and "recovery.confirmed" not in types
+
+
+# -- issue 25 item 10: the restatements the gate accepted, end to end ------------------------
+
+GATE_CONTRACT = """\
+constraints:
+  - id: seed42
+    text: Experiments must use seed 42
+    check: {kind: json_value, file: config.json, path: train.seed, equals: 42}
+  - id: raw-readonly
+    text: Raw data under data/raw is read-only
+    check: {kind: forbidden_paths, paths: ["data/raw/**"]}
+  - id: api-frozen
+    text: Do not modify the public API (src/api and api.py)
+    check: {kind: protected_paths, paths: ["src/api/**", "api.py"]}
+"""
+GATE_LINES = {
+    "seed42": "every experiment runs with seed 42",
+    "raw-readonly": "the raw data is only read, never written",
+    "api-frozen": "src/api and api.py stay exactly as they are",
+}
+
+
+def gate_task(repo: Path) -> str:
+    """A task with the three constraints, recovering; its restatement form."""
+    write(repo / ".agent" / "contracts" / "constraints.yaml", GATE_CONTRACT)
+    write(repo / "config.json", '{"train": {"seed": 42}}\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "contract")
+    ckpt(
+        repo,
+        *("task", "start", "t", "--goal", GOAL, "--step", "s1:read", "--step", "s2:train"),
+        *("--constraint", "seed42", "--constraint", "raw-readonly", "--constraint", "api-frozen"),
+    )
+    ckpt(repo, "step", "start", "t", "s1")
+    ckpt(repo, "step", "done", "t", "s1")
+    out = json.loads(ckpt(repo, "resume", "t", "--json").stdout)
+    return str(out["brief"]["restatement_form"])
+
+
+def filled(form_text: str, **lines: str) -> str:
+    """The form filled in honestly, but for the lines given (id with `-` as `_`)."""
+    out = form_text.replace("<the goal, in your own words>", "reproduce table 2 of the paper")
+    out = out.replace("<ids of the done steps, or none>", "s1")
+    out = out.replace("<id of the next step, or none>", "s2")
+    done = []
+    for row in out.splitlines():
+        for cid, honest in GATE_LINES.items():
+            if row.startswith(f"- {cid}: "):
+                said = lines.get(cid.replace("-", "_"))
+                row = (
+                    f"- {cid}: {said}"
+                    if said
+                    else row.replace("<this constraint, in your own words>", honest)
+                )
+        done.append(row)
+    return "\n".join(done) + "\n"
+
+
+@pytest.mark.parametrize(
+    "line, cid, words",
+    [
+        ({"seed42": "seeds are drawn at random each run"}, "seed42", ["at random"]),
+        (
+            {"raw_readonly": "we can overwrite files in data/raw when needed"},
+            "raw-readonly",
+            ["overwrite", "when needed"],
+        ),
+        ({"seed42": "use seed 42 except for the final run"}, "seed42", ["except"]),
+        ({"api_frozen": "api.py can be rewritten"}, "api-frozen", ["rewritten", "can"]),
+        ({"seed42": "train.seed = 7 — experiments use seed 7"}, "seed42", ["7"]),
+    ],
+    ids=["random", "when-needed", "except", "can-be-rewritten", "other-value"],
+)
+def test_the_gate_refuses_what_it_accepted_naming_the_id_and_the_words(
+    repo: Path, tmp_path: Path, line: dict[str, str], cid: str, words: list[str]
+) -> None:
+    """Issue 25 item 10: each of these was confirmed ("active again") before."""
+    form_text = gate_task(repo)
+    # the form carries the checked values
+    assert "- seed42: train.seed = 42 — <" in form_text
+    assert "- raw-readonly: never written: data/raw/** — <" in form_text
+    assert "- api-frozen: unchanged: src/api/**, api.py — <" in form_text
+    refused = confirm_file(repo, tmp_path, filled(form_text, **line))
+    assert refused.exit_code == 12, refused.output
+    mine = [x for x in refused.stderr.splitlines() if f"'{cid}'" in x]
+    assert mine, refused.stderr
+    for word in words:
+        assert any(word in x for x in mine), (word, refused.stderr)
+    assert all("restate" in x for x in mine)  # what to do next, on the same line
+    assert ckpt_json(repo, "task", "show", "t")["status"] == "recovering"
+    result = json.loads(
+        ckpt(
+            repo,
+            "confirm",
+            "t",
+            "--restatement",
+            "-",
+            "--json",
+            input=filled(form_text, **line),
+            ok=False,
+        ).stdout
+    )
+    assert result["passed"] is False and result["refused"][cid]
+    # the honest form confirms
+    ok = ckpt(repo, "confirm", "t", "--restatement", "-", input=filled(form_text))
+    assert "active again" in ok.output

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from git_agentckpt.contracts.schema import check_to_json
 from git_agentckpt.model import JSON
 from git_agentckpt.paths import json_safe, quote
 from git_agentckpt.recovery.assertions import AssertionStep
@@ -149,7 +150,12 @@ def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
         else f"git ckpt confirm {task} --restatement FILE",
     }
     if f.mode == "ready":  # the brief ends with the form to fill in (never trimmed)
-        data["restatement_form"] = render_form(_constraint_dicts(data["constraints"]))
+        checks: dict[str, dict[str, object] | None] = {}
+        for contract in (f.contract.at_start, f.contract.now):  # the contract now wins
+            for c in contract.constraints if contract is not None else ():
+                checks[c.id] = check_to_json(c.check) if c.check is not None else None
+        carried = {cid: check for cid, check in checks.items() if check is not None}
+        data["restatement_form"] = render_form(_constraint_dicts(data["constraints"]), carried)
     trimmed: list[str] = []
     markdown = render_markdown(data)
     if max_tokens is not None:

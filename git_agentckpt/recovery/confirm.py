@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from git_agentckpt.contracts.schema import Contract, check_to_json
 from git_agentckpt.model import JSON
+from git_agentckpt.recovery.checked import differences, states_value
 from git_agentckpt.recovery.contradictions import (
     WINDOW,
     ConstraintRef,
@@ -46,6 +47,7 @@ from git_agentckpt.recovery.words import (
     sentences,
     stem,
     tokens,
+    with_synonyms,
 )
 
 _NEXT = re.compile(
@@ -77,11 +79,17 @@ _REDO = frozenset(
 )
 _REDO_PHRASES = (("start", "over"), ("from", "scratch"), ("once", "more"), ("go", "back", "to"))
 _RUN_VERBS = frozenset(("do", "run", "start", "begin", "execute", "perform"))
+# each kind of finding: what it does to the constraint, and what to write instead
 _KIND = {
-    "dismissed": "is dismissed",
-    "replaced": "is replaced",
-    "different value": "is contradicted",
-    "allowed": "is contradicted",
+    "dismissed": ("is dismissed", "restate it as binding"),
+    "replaced": ("is replaced", "restate the value it fixes, not another"),
+    "different value": ("is contradicted", "restate the value it fixes, exactly"),
+    "allowed": ("is contradicted", "restate what it forbids as forbidden"),
+    "excepted": ("is given an exception", "restate it for every case, without exceptions"),
+    "conditional": ("is made conditional", "restate it as always in force, without conditions"),
+    "relaxed": ("is relaxed", "restate it as binding, without permissions or softening words"),
+    "left to chance": ("is left to chance", "restate the one value it fixes"),
+    "negated": ("is negated", "restate it as it stands, not its opposite"),
 }
 
 
@@ -94,6 +102,7 @@ class Verdict:
     # id -> line (form) | id | terms (free text) | missing | contradicted
     constraints: dict[str, str] = field(default_factory=dict)
     form: bool = False  # the restatement filled in the brief's form (else: free text)
+    refused: dict[str, list[str]] = field(default_factory=dict)  # id -> the words refused
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -103,6 +112,7 @@ class Verdict:
             "expected_next_step": self.expected_next_step,
             "constraints": dict(self.constraints),
             "form": self.form,
+            "refused": {k: list(v) for k, v in self.refused.items()},
         }
 
 
@@ -138,8 +148,11 @@ def check_restatement(
     for f in find_contradictions(text, refs, reference, form.constraints if form else None):
         v.constraints[f.constraint] = "contradicted"
         about = next((r.text for r in refs if r.id == f.constraint), "")
+        said = v.refused.setdefault(f.constraint, [])
+        said += [w for w in f.words if w not in said]
+        does, instead = _KIND[f.kind]
         v.problems.append(
-            f"constraint {f.constraint!r} ({excerpt(about, 60)}) {_KIND[f.kind]}: {f.reason}"
+            f"constraint {f.constraint!r} ({excerpt(about, 60)}) {does}: {f.reason}; {instead}"
         )
     for sid, sentence in planned_redos(text, done_steps, steps):
         v.problems.append(f'done step {sid!r} is planned again: "{excerpt(sentence)}"')
@@ -212,12 +225,24 @@ def _check_form(
                 if not any(p in line for p in ("<", ">")):
                     v.problems.append(f"constraint {r.id!r}: its line restates nothing")
                 continue
-            said = key_stems(re.sub(_id_pattern(r.id), " ", line, flags=re.I))
-            if not said & (r.terms | r.values()):
+            # the id repeated is no restatement (`- seed42: seed42`); an id that is a word
+            # ("smoke") is a word of the line
+            bare = line if r.id.isalpha() else re.sub(_id_pattern(r.id), " ", line, flags=re.I)
+            said = key_stems(bare)
+            shown = r.carried is not None and r.carried.text.lower() in line.lower()
+            if not shown and not with_synonyms(said) & (r.terms | r.values()):
                 v.problems.append(
                     f"constraint {r.id!r}: '{excerpt(line, 60)}' shares no word with it "
                     f"({excerpt(r.text, 60)})"
                 )
+            elif r.carried is not None and r.carried.required:
+                stated = any(states_value(r.carried, x) for x in lines)
+                if not stated and not any(differences(r.carried, x, True) for x in lines):
+                    v.problems.append(
+                        f"constraint {r.id!r}: its line drops the checked value "
+                        f"`{r.carried.text}`; restate it with that value, as the form prints it"
+                    )
+                    break
     if form.done is None:  # no "Done steps" line: each done step named somewhere will do
         missing = [sid for sid in done if not _names(text, sid)]
         if missing:

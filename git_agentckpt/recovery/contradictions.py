@@ -1,6 +1,8 @@
 """Where a restatement dismisses, overrides or contradicts a constraint (pure, a heuristic).
 
-Four kinds of finding, each naming the constraint and the sentence:
+Kinds of finding, each naming the constraint, the words refused and the sentence
+(the ways to weaken a constraint, excepted, conditional, relaxed, left to chance and
+negated, are in `recovery/weakening.py`; the checked value in `recovery/checked.py`):
 - *dismissed*: a dismissal word ("ignore", "no longer", "not needed", "skip",
   "drop", "override", ...) within a few words of the constraint's id, or of
   its words (two of them, or one word of its id), and not itself negated
@@ -14,8 +16,12 @@ Four kinds of finding, each naming the constraint and the sentence:
   constraint sets ("at most 5 files": 8 is a contradiction, 3 is not); a
   string value (`equals: adam`) restated as another ("optimizer = sgd"); a
   pinned sha256 restated as another one.
-- *allowed*: a verb the constraint forbids ("Do not modify ...") after "may",
-  "can", "will", ... ("src/api may be modified") in its line or next to its id.
+- *different value*, also: the form's checked value stated otherwise
+  (`train.seed = 7`, `changed files <= 8`, `unchanged: src/api/**` without api.py).
+- *allowed*: a verb that breaks the constraint, not negated, in a clause that
+  names what it is about: one its text forbids ("Do not modify ...": "src/api may be
+  modified"), a change of protected paths or a pinned file ("api.py can be
+  rewritten"), a removal of a file that must exist or keep a text.
 
 Lines of the restatement form (`- <id>: ...`) are checked against their own
 constraint as a whole: there a dismissal word anywhere in the line counts,
@@ -28,6 +34,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from git_agentckpt.model import JSON
+from git_agentckpt.recovery.checked import Carried, carried, check_terms, differences
+from git_agentckpt.recovery.weakening import (
+    Target,
+    asserted,
+    breaking_verbs,
+    guard_of,
+    weakenings,
+)
 from git_agentckpt.recovery.words import (
     STOP,
     Tok,
@@ -57,16 +71,18 @@ def _stems(words: str) -> frozenset[str]:
 # verb first, then what is dismissed ("ignore seed42"); passive forms work too
 _PREFIX = _phrases(
     "ignore|disregard|skip|drop|override|overridden|overrode|bypass|waive|violate|"
-    "relax|lift|suspend|abandon|forget|circumvent|dismiss|set aside|no need"
+    "relax|lift|suspend|abandon|forget|circumvent|dismiss|set aside|no need|omit|"
+    "leave out|left out"
 )
 # what is dismissed first, then the verdict ("seed42 no longer applies")
 _POSTFIX = _phrases(
     "no longer|not needed|not required|not necessary|unnecessary|not apply|"
     "not relevant|irrelevant|obsolete|outdated|optional|not matter|not important|"
-    "not enforced|not binding|moot"
+    "not enforced|not binding|moot|anymore|any more|any longer|not mandatory|"
+    "not compulsory|not obligatory|not strict|not essential|not critical|not have to|"
+    "need not|not a must|not necessarily"
 )
 _DIRECTIONAL = _phrases("instead of|rather than|in place of|replace|switch from")
-_ALLOW = _stems("may can will shall should allowed free ok okay fine permitted going plan want")
 _AFTER_NEGATORS = frozenset(("nothing", "none", "no"))
 _PRONOUNS = frozenset(("it", "this", "that", "them", "these", "those"))
 _ADJECTIVE_NOUNS = _stems("file files data path paths dir directory")
@@ -107,6 +123,8 @@ class ConstraintRef:
     sha256: str | None
     own_cues: frozenset[tuple[str, ...]]  # dismissal words its own text uses, not negated
     forbidden: frozenset[str]  # stems of verbs its text forbids ("do not modify")
+    target: Target  # what `weakening` reads: terms, values, predicates, guards
+    carried: Carried | None  # the checked value its form line carries
 
     def values(self) -> set[str]:
         out = {_num_text(f.value) for f in self.fixed} | {v for _, v in self.literals}
@@ -118,8 +136,9 @@ class ConstraintRef:
 @dataclass(frozen=True)
 class Finding:
     constraint: str
-    kind: str  # dismissed | replaced | different value | allowed
+    kind: str  # dismissed | replaced | different value | allowed | (weakening.py's kinds)
     reason: str
+    words: tuple[str, ...] = ()  # the words refused
 
 
 def _num_text(n: float) -> str:
@@ -236,16 +255,32 @@ def constraint_ref(c: Mapping[str, JSON], check: Mapping[str, object] | None) ->
             nxt = [t for t in toks[i + 1 : i + 3] if t.raw not in ("be", "ever", "to")]
             if nxt and is_key(nxt[0].raw):
                 forbidden.add(nxt[0].stem)
+    kind = str(check.get("kind")) if check else None
+    terms = frozenset(key_stems(text)) | id_terms | check_terms(check)
+    eq = [f for f in fixed if f.bound == "eq"]
+    bound = next((f.bound for f in fixed if f.bound != "eq"), "")
+    target = Target(
+        id=cid,
+        terms=terms,
+        values=frozenset({_num_text(f.value) for f in eq} | {v for _, v in literals}),
+        anchors=frozenset().union(*(f.anchors for f in eq), *(a for a, _ in literals)),
+        asserted=asserted(text, kind, bounded=bool(bound)),
+        guards=guard_of(kind, frozenset(key_stems(text))),
+        bound=bound,
+        own=tuple(t.stem for t in toks),
+    )
     return ConstraintRef(
         id=cid,
         text=text,
-        terms=frozenset(key_stems(text)) | id_terms,
+        terms=terms,
         id_terms=id_terms,
         fixed=tuple(fixed),
         literals=tuple(literals),
         sha256=sha,
         own_cues=own,
         forbidden=frozenset(forbidden),
+        target=target,
+        carried=carried(check),
     )
 
 
@@ -315,7 +350,8 @@ def _dismissals(
                     phrases.append(phrase)
     for cid, phrases in said.items():
         quoted = ", ".join(f'"{p}"' for p in phrases)
-        out.append(Finding(cid, "dismissed", f'{quoted} next to it in "{excerpt(sentence)}"'))
+        reason = f'{quoted} next to it in "{excerpt(sentence)}"'
+        out.append(Finding(cid, "dismissed", reason, tuple(phrases)))
     for start, end in _cues_in(toks, _DIRECTIONAL):
         if negated(toks, start):
             continue
@@ -323,7 +359,8 @@ def _dismissals(
         for cid, ref in refs.items():
             hit = _names_it(toks[end : end + 4], ref)
             if hit is not None:
-                out.append(Finding(cid, "replaced", f'"{phrase} {hit}" in "{excerpt(sentence)}"'))
+                reason = f'"{phrase} {hit}" in "{excerpt(sentence)}"'
+                out.append(Finding(cid, "replaced", reason, (f"{phrase} {hit}",)))
     return out
 
 
@@ -364,12 +401,21 @@ def _values(
                         "different value",
                         f"it fixes {bound}{_num_text(f.value)} for '{word}', the restatement "
                         f'says {_num_text(n)}: "{excerpt(sentence)}"',
+                        (toks[i].raw,),
                     )
                 )
     for cid in set(mentions) | ({own} if own is not None else set()):
         out += _literal_values(sentence, toks, refs[cid])
-        out += _allowed(sentence, toks, refs[cid])
+        out += _allowed(sentence, refs[cid], cid == own)
+        out += [
+            Finding(cid, w.kind, f'refused {_quoted(w.words)} in "{excerpt(sentence)}"', w.words)
+            for w in weakenings(sentence, refs[cid].target, cid == own)
+        ]
     return out
+
+
+def _quoted(words: Sequence[str]) -> str:
+    return ", ".join(f'"{w}"' for w in words)
 
 
 def _literal_values(sentence: str, toks: list[Tok], ref: ConstraintRef) -> list[Finding]:
@@ -393,6 +439,7 @@ def _literal_values(sentence: str, toks: list[Tok], ref: ConstraintRef) -> list[
                         "different value",
                         f"it fixes {tok.raw} = {value}, the restatement says "
                         f'{toks[j].raw}: "{excerpt(sentence)}"',
+                        (toks[j].raw,),
                     )
                 )
                 break
@@ -410,24 +457,32 @@ def _literal_values(sentence: str, toks: list[Tok], ref: ConstraintRef) -> list[
                         "different value",
                         f"it pins sha256 {ref.sha256[:12]}, the restatement says {tok.raw[:12]}: "
                         f'"{excerpt(sentence)}"',
+                        (tok.raw,),
                     )
                 )
     return out
 
 
-def _allowed(sentence: str, toks: list[Tok], ref: ConstraintRef) -> list[Finding]:
-    for i, tok in enumerate(toks):
-        if tok.stem in ref.forbidden and not negated(toks, i, before=i):
-            before = {t.stem for t in toks[max(0, i - 3) : i]}
-            if before & _ALLOW:
-                return [
-                    Finding(
-                        ref.id,
-                        "allowed",
-                        f'it forbids "{tok.raw}", the restatement allows it: "{excerpt(sentence)}"',
-                    )
-                ]
-    return []
+def _allowed(sentence: str, ref: ConstraintRef, own_line: bool) -> list[Finding]:
+    verbs = breaking_verbs(sentence, ref.target, ref.forbidden, own_line)
+    if not verbs:
+        return []
+    reason = f'it forbids "{verbs[0]}", the restatement allows it: "{excerpt(sentence)}"'
+    return [Finding(ref.id, "allowed", reason, tuple(verbs))]
+
+
+def _carried(text: str, ref: ConstraintRef, own_line: bool) -> list[Finding]:
+    """The checked value the form carries, stated otherwise (`train.seed = 7`)."""
+    if ref.carried is None:
+        return []
+    said = differences(ref.carried, text, own_line)
+    if not said:
+        return []
+    reason = (
+        f"it checks `{ref.carried.text}`, the restatement says `{excerpt(said[0], 60)}`"
+        f" (keep `{ref.carried.text}` as the form prints it)"
+    )
+    return [Finding(ref.id, "different value", reason, tuple(said))]
 
 
 def find_contradictions(
@@ -467,6 +522,13 @@ def find_contradictions(
         for f in found:
             if own is not None and f.constraint != own:
                 continue  # a form line speaks of its own constraint; the others come below
+            if (f.constraint, f.kind) not in seen:
+                seen.add((f.constraint, f.kind))
+                out.append(f)
+    # the checked value of the form, last: a number already refused above says it first
+    lines = [(x, by_id[cid], True) for cid, xs in (keyed or {}).items() for x in xs]
+    for x, ref, own_line in [*lines, *((text, r, False) for r in refs)]:
+        for f in _carried(x, ref, own_line):
             if (f.constraint, f.kind) not in seen:
                 seen.add((f.constraint, f.kind))
                 out.append(f)

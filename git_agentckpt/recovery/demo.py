@@ -168,8 +168,8 @@ def run_demo(directory: str | None, *, keep: bool, echo: Echo) -> int:
         restatement = (
             str(out.brief.data["restatement_form"])
             .replace(GOAL, "reproduce table 2 with a 3-layer model")
-            .replace(f"seed42: {CONSTRAINT}", "seed42: every experiment runs with seed 42")
-            .replace(f"api-frozen: {CONSTRAINT}", "api-frozen: nothing under src/api changes")
+            .replace(f"— {CONSTRAINT}\n", "— every experiment runs with seed 42\n", 1)
+            .replace(f"— {CONSTRAINT}\n", "— nothing under src/api changes\n", 1)
             .replace(DONE, "s1, s2")
             .replace(NEXT, str(out.brief.data["next_step"]))
         )

@@ -1,12 +1,14 @@
 """The restatement form that ends every recovery brief, and reading a filled-in one (pure).
 
 The agent copies the form, replaces each `<...>` with its own words and
-passes it to `git ckpt confirm TASK --restatement FILE`::
+passes it to `git ckpt confirm TASK --restatement FILE`. A constraint with a check
+carries the value its check verifies (`recovery/checked.py`), kept when the placeholder
+is replaced and compared exactly::
 
     Goal: <the goal, in your own words>
     Constraints (one line per id, in your own words):
-    - seed42: <this constraint, in your own words>
-    - api-frozen: <this constraint, in your own words>
+    - seed42: train.seed = 42 — <this constraint, in your own words>
+    - api-frozen: unchanged: src/api/** — <this constraint, in your own words>
     Done steps (not to be redone): <ids of the done steps, or none>
     Next step: <id of the next step, or none>
 
@@ -25,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from git_agentckpt.model import JSON
+from git_agentckpt.recovery.checked import carried
 
 GOAL = "<the goal, in your own words>"
 CONSTRAINT = "<this constraint, in your own words>"
@@ -40,10 +43,16 @@ _STEP_TOKEN = re.compile(r"[A-Za-z0-9_.-]+")
 _EMPTY = frozenset(("", "-", "n/a", "na", "none", "tbd", "todo", "?", "...", "…", "ok", "yes"))
 
 
-def render_form(constraints: Sequence[Mapping[str, JSON]]) -> str:
-    """The form to fill in: goal, one line per constraint id, done steps, next step."""
+def render_form(
+    constraints: Sequence[Mapping[str, JSON]],
+    checks: Mapping[str, Mapping[str, object]] | None = None,
+) -> str:
+    """The form to fill in: goal, one line per constraint id (with the value its check
+    verifies, `checks`: id -> check object), done steps, next step."""
     lines = [f"Goal: {GOAL}", "Constraints (one line per id, in your own words):"]
-    lines += [f"- {c.get('id')}: {CONSTRAINT}" for c in constraints]
+    for c in constraints:
+        value = carried((checks or {}).get(str(c.get("id"))))
+        lines.append(f"- {c.get('id')}: {value.text + ' — ' if value else ''}{CONSTRAINT}")
     if not constraints:
         lines.append("- (none in force)")
     lines += [f"Done steps (not to be redone): {DONE}", f"Next step: {NEXT}"]
@@ -58,8 +67,10 @@ def form_markdown(data: Mapping[str, JSON]) -> list[str]:
         "",
         "## Restatement form (fill in every line, keep the ids)",
         "Replace each `<...>` with your own words, save it to FILE and run "
-        f"`{command}`. Every constraint keeps its line; a line that drops, negates or "
-        "contradicts its constraint, or a plan to redo a done step, is refused.",
+        f"`{command}`. Every constraint keeps its line, and a checked value before "
+        "the `—` stays as printed; a line that drops, negates, contradicts or weakens its "
+        "constraint (an exception, a condition, a permission, another value), or a plan to "
+        "redo a done step, is refused.",
         "",
         "```text",
         str(form).rstrip("\n"),
@@ -122,12 +133,18 @@ def parse_form(text: str, ids: Sequence[str], steps: Sequence[str]) -> FilledFor
                 form.done += found
                 continue
             in_done = False
-        # `- seed42: ...; api-frozen: ...`: more segments only after a first one
+        # `- seed42: ...; api-frozen: ...`: more segments only after a first one; a
+        # segment without an id goes on with the one before (`- seed42: ...; never 7`)
+        current: str | None = None
         for segment in line.split(";"):
             keyed = _keyed(segment, ids)
-            if keyed is None:
+            if keyed is not None:
+                current = keyed[0]
+                form.constraints.setdefault(current, []).append(keyed[1])
+            elif current is None:
                 break
-            form.constraints.setdefault(keyed[0], []).append(keyed[1])
+            else:
+                form.constraints[current][-1] += ";" + segment
     if form.constraints or (not ids and form.done is not None):
         return form
     return None

@@ -99,6 +99,8 @@ NEGATORS = frozenset(
         "forbid",
         "forbidden",
         "prohibited",
+        "nowhere",
+        "nobody",
     )
 )
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?(?:[_./-][A-Za-z0-9]+(?:['’][A-Za-z]+)?)*")
@@ -170,6 +172,34 @@ def parts(raw: str) -> list[str]:
     return out
 
 
+# words that name the same thing in a constraint and its restatement ("download" and
+# "fetch"): a line sharing one of them shares a word with the constraint
+SYNONYMS = tuple(
+    frozenset(stem(w) for w in group.split())
+    for group in (
+        "modify change edit alter touch rewrite update",
+        "delete remove erase",
+        "download fetch pull",
+        "network internet web online",
+        "write overwrite",
+        "doc docs documentation",
+        "config configuration",
+        "exist present",
+        "pass green succeed",
+        "keep preserve retain",
+        "test tests check",
+    )
+)
+
+
+def with_synonyms(stems: set[str] | frozenset[str]) -> set[str]:
+    out = set(stems)
+    for group in SYNONYMS:
+        if group & out:
+            out |= group
+    return out
+
+
 def is_key(word: str) -> bool:
     return bool(word) and word not in STOP and (len(word) >= 3 or word.isdigit())
 
@@ -188,7 +218,28 @@ def tok_stems(tok: Tok) -> set[str]:
     return {stem(p) for p in parts(tok.raw) if is_key(p)}
 
 
+# numbers written as words ("four decimals", "at most five files", "twice"); not "one",
+# which is as often a pronoun ("no one", "the final one") as a count
+NUMBER_WORDS = (
+    {"once": 1.0, "twice": 2.0, "thrice": 3.0}
+    | {
+        w: float(n)
+        for n, w in enumerate(
+            (
+                *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"),
+                *("ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen"),
+                *("seventeen", "eighteen", "nineteen", "twenty"),
+            )
+        )
+        if n >= 2
+    }
+    | {"thirty": 30.0, "forty": 40.0, "fifty": 50.0, "hundred": 100.0}
+)
+
+
 def number(raw: str) -> float | None:
+    if raw in NUMBER_WORDS:
+        return NUMBER_WORDS[raw]
     if not any(ch.isdigit() for ch in raw):
         return None
     try:
