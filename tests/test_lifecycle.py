@@ -55,10 +55,18 @@ def contract_task(repo: Path) -> None:
 
 
 def restatement(form: str) -> str:
+    """The brief's form filled in as an agent would (each constraint line keeps the
+    checked value the form gives it)."""
+    lines = []
+    for line in form.splitlines():
+        if line.startswith("- seed42:"):
+            line = line.replace("<this constraint, in your own words>", "experiments use seed 42")
+        elif line.startswith("- raw:"):
+            line = line.replace("<this constraint, in your own words>", "raw data is read-only")
+        lines.append(line)
     return (
-        form.replace("<the goal, in your own words>", "reproduce table 2")
-        .replace("seed42: <this constraint, in your own words>", "seed42: experiments use seed 42")
-        .replace("raw: <this constraint, in your own words>", "raw: raw data is read-only")
+        "\n".join(lines)
+        .replace("<the goal, in your own words>", "reproduce table 2")
         .replace("<ids of the done steps, or none>", "none")
         .replace("<id of the next step, or none>", "s1")
     )
