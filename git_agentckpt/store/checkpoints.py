@@ -371,9 +371,8 @@ class CheckpointStore:
             tree=tree,
             parent=old,
         )
-        moves, notes = self._notes(made, redact_state(redactor, plan.state), assertions)
+        bodies, notes = self._note_bodies(made, redact_state(redactor, plan.state), assertions)
         extra = draft.extra(made) if draft.extra is not None else Extra()
-        moves += computed_moves(repo, extra.refs)
         links: dict[str, JSON] = {"checkpoint": commit}
         if draft.step:
             links["step"] = draft.step
@@ -384,35 +383,47 @@ class CheckpointStore:
         done = NewEvent("checkpoint.commit", who, links=links, data=data)
         batch = self.log.batch(task, [*plan.lead, prepare, done, *extra.events])
         log_commit, _ = batch.commit_on(plan.events_tip)
+        moves = computed_moves(repo, extra.refs)
         moves.append(RefMove(task.events_ref, log_commit, plan.events_tip))
         moves.append(RefMove(task.checkpoints_ref, commit, old))  # last: the commit point
         crash_point("checkpoint.objects")
         self._guard(task, made, old, (plan.events_tip, log_commit))
-        if not repo.cas_refs(moves, f"git ckpt: {subject}"):
-            return None
+        # every task's checkpoints write the same notes refs: their commits are made on
+        # the tips read under one lock of the repository's, and moved before it is let go
+        with self.locked_notes():
+            notes_msg = f"git ckpt: notes for checkpoint {number} of {task}\n"
+            moves = [*computed_moves(repo, _notes_of(repo, made, bodies, notes_msg)), *moves]
+            if not repo.cas_refs(moves, f"git ckpt: {subject}"):
+                return None
         crash_point("checkpoint.ref")
         self.log.appended(task)
         return made
 
-    def _notes(
+    def _note_bodies(
         self, made: Checkpoint, state: Mapping[str, JSON], assertions: Sequence[JSON]
-    ) -> tuple[list[RefMove], dict[str, JSON]]:
-        """The notes commits of checkpoint `made` (state, and assertions when it has any),
-        as ref moves, and their blob ids, which its prepare event binds (`verify` finds a
-        note replaced later)."""
-        repo = self.repo
-        msg = f"git ckpt: notes for checkpoint {made.number} of {made.task}\n"
+    ) -> tuple[dict[str, bytes], dict[str, JSON]]:
+        """The notes of checkpoint `made` (state, and assertions when it has any) by notes
+        ref, and their blob ids, which its prepare event binds (`verify` finds a note
+        replaced later)."""
         bodies = {STATE_NOTES: dumps(state).encode()}
         if assertions:
             redacted = redact_assertions(self.log.redactor, assertions)
             bodies[ASSERTION_NOTES] = dumps({"v": 1, "assertions": redacted}).encode()
-        moves: list[RefMove] = []
-        bound: dict[str, JSON] = {}
-        for ref, body in bodies.items():
-            tip = repo.read_ref(ref)
-            moves.append(RefMove(ref, notes_commit(repo, tip, {made.commit: body}, msg), tip))
-            bound["state" if ref == STATE_NOTES else "assertions"] = blob_id(body, made.commit)
-        return moves, bound
+        bound: dict[str, JSON] = {
+            "state" if ref == STATE_NOTES else "assertions": blob_id(body, made.commit)
+            for ref, body in bodies.items()
+        }
+        return bodies, bound
+
+    @contextlib.contextmanager
+    def locked_notes(self) -> Iterator[None]:
+        """The repository's lock on the notes refs every task writes (held for one
+        transaction: a few milliseconds), so that concurrent checkpoints of many tasks
+        queue instead of racing on them."""
+        from git_agentckpt.git.worktree import locked  # writes only: not at start-up
+
+        with locked(os.path.join(self.repo.common_dir, "agent", "locks", "notes.flock")):
+            yield
 
     def _guard(
         self, task: TaskName, made: Checkpoint, old: str | None, log: tuple[str | None, str]
@@ -477,6 +488,17 @@ def computed_moves(repo: GitRepo, refs: Mapping[str, Compute] | None) -> list[Re
         tip = repo.read_ref(ref)
         moves.append(RefMove(ref, compute(tip), tip))
     return moves
+
+
+def _notes_of(
+    repo: GitRepo, made: Checkpoint, bodies: Mapping[str, bytes], message: str
+) -> dict[str, Compute]:
+    """The computation of each notes ref's next commit: `made`'s note added on its tip."""
+
+    def adding(body: bytes) -> Compute:
+        return lambda tip: notes_commit(repo, tip, {made.commit: body}, message)
+
+    return {ref: adding(body) for ref, body in bodies.items()}
 
 
 class _Snapshot:
