@@ -201,3 +201,37 @@ def test_truncation_after_a_push_is_caught_by_the_mirror(tmp_path: Path) -> None
     assert code == 6
     rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
     assert rolled["where"] == EVENTS
+
+
+def test_a_deleted_task_is_named_by_each_copy_kept_elsewhere(tmp_path: Path) -> None:
+    """Issue 26 item 3: a task's checkpoint and event refs deleted, its state notes taken
+    out (`git notes remove`), then its fetch mirror deleted. Before: `verify`, `--witness`
+    and `--against` all exit 0: only the local tasks were compared."""
+    _, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    build_trail(a, "u")
+    ckpt(a, "push")
+    none = str(tmp_path / "none.json")
+    commits = git(a, "rev-list", "--first-parent", CKPTS).split()
+    git(a, "notes", "--ref", "agent/state", "remove", "--ignore-missing", *commits)
+    for ref in (CKPTS, EVENTS):
+        git(a, "update-ref", "-d", ref)
+    code, doc = verify(a, "--witness", none)  # the mirror of the last push knows it
+    assert code == 6 and {"task-missing", "rolled-back"} == kinds(doc)
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert missing["task"] == "t"
+    assert "the copy last fetched from or pushed to origin still hold(s) it" in missing["detail"]
+    for ref in (CKPTS, EVENTS):
+        git(a, "update-ref", "-d", ref.replace("refs/", "refs/ckpt-remotes/origin/"))
+    code, doc = verify(a, "--witness", none)  # nothing in the store names it any more
+    assert code == 0, doc["problems"]
+    code, doc = verify(a)  # the witness file push wrote
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert code == 6 and missing["detail"].startswith(
+        "the task's checkpoint and event refs are gone, but the witness file still hold(s) it"
+    )
+    assert "t" in doc["tasks"]
+    code, doc = verify(a, "--against", "origin", "--witness", none)
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert code == 6 and "but remote origin still hold(s) it" in missing["detail"]
+    assert missing["detail"].endswith("(or never fetched it: `git ckpt fetch` brings it)")
