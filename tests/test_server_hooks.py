@@ -335,3 +335,19 @@ def test_a_trail_verify_rejects_is_refused_in_full(client: tuple[Path, Path, str
     assert_refused_in_full(pushed, "refs/agent/checkpoints/u", "error: task u: ")
     assert "fix: run `git ckpt verify` in your clone" in pushed.stderr
     assert run_git(remote, "rev-parse", "--verify", "-q", "refs/agent/events/u").returncode != 0
+
+
+def test_an_assertions_note_no_prepare_bound_is_refused(client: tuple[Path, Path, str]) -> None:
+    """Issue 26 item 4: a note added with `git notes add -f` where the checkpoint's prepare
+    event named none. Before: accepted (and the next resume acted on it)."""
+    repo, remote, _ = client
+    checkpoint = tip(repo, "refs/agent/checkpoints/t")
+    check = {"kind": "file_exists", "file": "nowhere.txt"}
+    note = json.dumps({"v": 1, "assertions": [{"id": "forged", "check": check}]})
+    git(repo, "notes", "--ref", "agent/assertions", "add", "-f", "-m", note, checkpoint)
+    ref = "refs/notes/agent/assertions"
+    pushed = run_git(repo, "push", "origin", f"{ref}:{ref}")
+    assert_refused_in_full(
+        pushed, "the trail of task t", f"error: task t: note-added at {checkpoint}"
+    )
+    assert run_git(remote, "rev-parse", "--verify", "-q", ref).returncode != 0

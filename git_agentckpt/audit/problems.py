@@ -49,13 +49,20 @@ KINDS: dict[str, str] = {
     "note-invalid": "a note is not JSON, of an unknown version, or fails its schema",
     "note-misplaced": "a note belongs to another task (copied)",
     "note-replaced": "a note differs from the one its checkpoint.prepare event named",
+    "note-added": "an assertions note where the checkpoint.prepare event named none (added)",
+    "report-replaced": "a recovery report's files differ from what the event that wrote "
+    "them bound, or a bound report is gone (edited or removed after the fact)",
+    "report-unbound": "a recovery report that no event of the log names (added by hand)",
+    "task-missing": "a task whose checkpoint and event refs are gone while its notes, "
+    "reports, a mirror, the witness file or the remote still hold it (deleted)",
     "claim-unbacked": "a step marked done has no step.end event and step-end checkpoint",
     "rolled-back": "a ref lacks what the remote copy, the remote or the witness file had",
     "diverged": "a checkpoint ref and its remote copy went separate ways",
     "bad-signature": "a signature does not match its commit (changed after signing), "
     "or its key expired or was revoked",
     "unknown-signer": "a valid signature by a key that is not allowed, or one git cannot check",
-    "unsigned-commit": "an unsigned commit after signed ones in its chain (a signed trail)",
+    "unsigned-commit": "an unsigned commit in a signed trail: after signed ones in its "
+    "chain, beside the task's other signed chain, or the newest one with ckpt.sign true",
     "signatures-unchecked": "valid ssh signatures, but no allowed signers file here to judge them",
     "replaced-object": "a refs/replace/ ref makes plain git show another object instead of "
     "one of the trail (git ckpt reads the original)",

@@ -1,10 +1,13 @@
 """`git ckpt verify`: check a trail end to end and name each problem.
 
 Per task: the event log (`events_check`), the checkpoint chain against it
-(`chain_check`), the notes (`notes_check`), the state claims. Then the
-store against the copies kept elsewhere (`remote_check`): the fetch
-mirrors, `--against REMOTE`, the witness file. One task's damage never stops
-the others: whatever escapes a check is one `unreadable` problem.
+(`chain_check`), the notes (`notes_check`), the state claims, the recovery
+reports (`reports_check`), the signatures. Then the store against the copies
+kept elsewhere (`remote_check`): the fetch mirrors, `--against REMOTE`, the
+witness file. A task that those copies, its reports ref or the state notes
+still know is walked too, and one whose checkpoint and event refs are gone is
+`task-missing`. One task's damage never stops the others: whatever escapes a
+check is one `unreadable` problem.
 
 `tips` overrides the refs the store holds ({ref: new value, None: deleted}):
 a pre-receive hook verifies what a push *would* make the refs, objects read
@@ -16,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from git_agentckpt.audit import chain_check, notes_check, remote_check, signatures, witness
+from git_agentckpt.audit import (
+    chain_check,
+    notes_check,
+    remote_check,
+    reports_check,
+    signatures,
+    witness,
+)
 from git_agentckpt.audit.events_check import scan_log
 from git_agentckpt.audit.per_commit import CommitContext
 from git_agentckpt.audit.problems import Problem, VerifyReport, read_error_kind
@@ -24,6 +34,7 @@ from git_agentckpt.audit.replaced import REPLACE, TRAIL, replacement_problems
 from git_agentckpt.errors import CkptError, NotFound
 from git_agentckpt.git.audit_read import first_parent_chain, ls_remote, read_raw_commit
 from git_agentckpt.git.repo import GitRepo
+from git_agentckpt.model import JSON
 from git_agentckpt.store.refs import ASSERTION_NOTES, CHECKPOINTS, EVENTS, REPORTS, STATE_NOTES
 from git_agentckpt.store.share import MIRROR
 
@@ -89,10 +100,11 @@ def _verify_task(
     task: str,
     notes: tuple[str | None, str | None],
     report: VerifyReport,
-) -> int:
-    """Check one task; returns its log's highest event number."""
+) -> tuple[int, set[str]]:
+    """Check one task; returns its log's highest event number and its checkpoint commits."""
     ctx = CommitContext(repo, task)
-    scan = scan_log(ctx, refs.value(EVENTS + task))
+    events_tip = refs.value(EVENTS + task)
+    scan = scan_log(ctx, events_tip)
     report.add(scan.problems)
     report.count("event commits", scan.commits)
     report.count("events", scan.events)
@@ -107,25 +119,18 @@ def _verify_task(
     chain_check.check_claims(walk, scan, done)
     chain_check.check_committed(ctx, walk, scan, tip, _mirror_reach(repo, task))
     report.add(walk.problems)
-    _check_reports(repo, task, refs.value(REPORTS + task), report)
+    reports_tip = refs.value(REPORTS + task)
+    problems, read = reports_check.check_reports(ctx, reports_tip, scan)
+    report.add(problems)
+    if read:
+        report.count("report commits", read)
     signed = [lk.commit.id for lk in reversed(walk.links) if lk.commit.error is None]
-    problems, good = signatures.verify_problems(repo, task, signed, refs.value(EVENTS + task))
+    trail = signatures.Trail(task, signed, events_tip, reports_tip, scan.prepared_in)
+    problems, good = signatures.verify_problems(repo, trail)
     report.add(problems)
     if good:
         report.count("good signatures", good)
-    return scan.last_seq
-
-
-def _check_reports(repo: GitRepo, task: str, tip: str | None, report: VerifyReport) -> None:
-    """Recovery reports: every commit of the history stored, and intact."""
-    for commit in first_parent_chain(repo, tip) if tip else ():
-        report.count("report commits")
-        if commit.error is not None:
-            kind = read_error_kind(commit.error)
-            report.add([Problem(task, kind, commit.id, f"a recovery report: {commit.error}")])
-        elif not commit.intact:
-            detail = "a recovery report commit does not hash to its id"
-            report.add([Problem(task, "object-corrupt", commit.id, detail)])
+    return scan.last_seq, {lk.commit.id for lk in walk.links}
 
 
 def _capped(problems: list[Problem]) -> list[Problem]:
@@ -148,6 +153,47 @@ def _rank(severity: str) -> int:
     return {"info": 0, "warning": 1, "error": 2}.get(severity, 2)
 
 
+@dataclass
+class Copies:
+    """What copies kept elsewhere say the refs held: {source: {ref: tip}}, how each is
+    compared, the witness file's entries, and the sources `verify` lists."""
+
+    tips: dict[str, dict[str, str]] = field(default_factory=dict)
+    lenient: set[str] = field(default_factory=set)  # may diverge: another clone wrote it
+    behind: set[str] = field(default_factory=set)  # may be ahead of this store
+    witnessed: dict[str, dict[str, JSON]] | None = None
+    listed: list[str] = field(default_factory=list)
+
+    def tasks(self) -> dict[str, list[str]]:
+        """{task: the sources that hold a ref of it}."""
+        out: dict[str, list[str]] = {}
+        for source, tips in self.tips.items():
+            for task in dict.fromkeys(t for r in tips if (t := remote_check.task_of(r))):
+                out.setdefault(task, []).append(source)
+        return out
+
+
+def _copies(repo: GitRepo, against: str | None, witness_file: str | None) -> Copies:
+    """The fetch mirrors, `against`'s refs and the witness file (`""`: not read)."""
+    copies = Copies()
+    for key, tips in sorted(remote_check.mirrored_tips(repo).items()):
+        source = f"the copy last fetched from or pushed to {key}"
+        copies.tips[source] = tips
+        copies.lenient.add(source)
+    if against is not None:
+        source = f"remote {against}"
+        copies.tips[source] = ls_remote(repo, against)
+        copies.lenient.add(source)
+        copies.behind.add(source)
+        copies.listed.append(source)
+    path = witness.witness_path(repo, witness_file) if witness_file != "" else None
+    copies.witnessed = witness.load(path) if path is not None else None
+    if path is not None and copies.witnessed is not None:
+        copies.tips["the witness file"] = {r: str(e["tip"]) for r, e in copies.witnessed.items()}
+        copies.listed.append(f"witness {path}")
+    return copies
+
+
 def verify_trail(
     repo: GitRepo,
     tasks: Iterable[str] | None = None,
@@ -158,29 +204,63 @@ def verify_trail(
     use_witness: bool = True,
 ) -> VerifyReport:
     refs = RefView(repo, dict(tips or {}))
-    known = _tasks(refs)
+    local = _tasks(refs)
+    copies = _copies(repo, against, witness_file if use_witness else "")
+    known = _known(refs, copies) if tips is None else {}
     chosen = list(dict.fromkeys(tasks or []))
-    unknown = [t for t in chosen if t not in known]
+    unknown = [t for t in chosen if t not in local and t not in known]
     if unknown:
         raise NotFound(
             f"unknown task {unknown[0]!r}", hint="see `git ckpt task list` for the tasks here"
         )
-    report = VerifyReport(tasks=chosen or known)
+    report = VerifyReport(tasks=chosen or sorted({*local, *known}), sources=copies.listed)
     notes = (
         _tree_of(repo, refs.value(STATE_NOTES), STATE_NOTES, report),
         _tree_of(repo, refs.value(ASSERTION_NOTES), ASSERTION_NOTES, report),
     )
     last_seq: dict[str, int] = {}
+    covered: set[str] = set()
     for task in report.tasks:
         try:
-            last_seq[task] = _verify_task(repo, refs, task, notes, report)
+            last_seq[task], walked = _verify_task(repo, refs, task, notes, report)
+            covered |= walked
         except Exception as exc:  # hostile records: one line, then the next task
             text = exc.one_line() if isinstance(exc, CkptError) else f"{type(exc).__name__}: {exc}"
             report.add([Problem(task, "unreadable", CHECKPOINTS + task, text[:200])])
+    if tips is None and not chosen:  # state notes of checkpoints that no chain holds
+        for task, n in notes_check.orphan_tasks(repo, notes[0], covered).items():
+            if task not in local:
+                known.setdefault(task, []).append(f"{n} state note(s)")
+                report.tasks += [] if task in report.tasks else [task]
+    report.add(_missing(known, set(local), set(report.tasks), copies.behind))
     _check_replacements(repo, refs, report)
-    _compare_copies(repo, refs, report, last_seq, against, witness_file if use_witness else "")
+    _compare_copies(repo, refs, report, last_seq, copies)
     report.problems = _capped(report.problems)
     return report
+
+
+def _known(refs: RefView, copies: Copies) -> dict[str, list[str]]:
+    """The tasks known beside their checkpoint and event refs: {task: who knows it}."""
+    known = copies.tasks()
+    for ref in refs.names(REPORTS):
+        known.setdefault(ref[len(REPORTS) :], []).append("its recovery reports ref")
+    return known
+
+
+def _missing(
+    known: dict[str, list[str]], local: set[str], chosen: set[str], behind: set[str]
+) -> list[Problem]:
+    """A task whose checkpoint and event refs are gone while something still knows it."""
+    out: list[Problem] = []
+    for task, where in sorted(known.items()):
+        if task in local or task not in chosen:
+            continue
+        detail = f"the task's checkpoint and event refs are gone, but {', '.join(where)} "
+        detail += "still hold(s) it: the task was deleted, or this store rolled back"
+        if behind & set(where):
+            detail += " (or never fetched it: `git ckpt fetch` brings it)"
+        out.append(Problem(task, "task-missing", CHECKPOINTS + task, detail))
+    return out
 
 
 def _check_replacements(repo: GitRepo, refs: RefView, report: VerifyReport) -> None:
@@ -192,46 +272,22 @@ def _check_replacements(repo: GitRepo, refs: RefView, report: VerifyReport) -> N
 
 
 def _compare_copies(
-    repo: GitRepo,
-    refs: RefView,
-    report: VerifyReport,
-    last_seq: dict[str, int],
-    against: str | None,
-    witness_file: str | None,
+    repo: GitRepo, refs: RefView, report: VerifyReport, last_seq: dict[str, int], copies: Copies
 ) -> None:
     selected = set(report.tasks)
 
     def keep(task: str | None) -> bool:
         return task is None or task in selected
 
-    for key, tips in sorted(remote_check.mirrored_tips(repo).items()):
-        source = f"the copy last fetched from or pushed to {key}"
-        report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=True))
-    if against is not None:
-        theirs = ls_remote(repo, against)
-        report.sources.append(f"remote {against}")
+    for source, tips in copies.tips.items():
+        lenient, behind = source in copies.lenient, source in copies.behind
         report.add(
             remote_check.compare(
-                repo,
-                refs.value,
-                theirs,
-                f"remote {against}",
-                keep=keep,
-                diverge_ok=True,
-                behind_hint=True,
+                repo, refs.value, tips, source, keep=keep, diverge_ok=lenient, behind_hint=behind
             )
         )
-    if witness_file == "":
-        return
-    path = witness.witness_path(repo, witness_file)
-    recorded = witness.load(path)
-    if recorded is None:
-        return
-    report.sources.append(f"witness {path}")
-    tips = {ref: str(entry["tip"]) for ref, entry in recorded.items()}
-    source = "the witness file"
-    report.add(remote_check.compare(repo, refs.value, tips, source, keep=keep, diverge_ok=False))
-    report.add(remote_check.compare_seq(recorded, last_seq, source))
+    if copies.witnessed is not None:
+        report.add(remote_check.compare_seq(copies.witnessed, last_seq, "the witness file"))
 
 
 def verify_tips(repo: GitRepo, tips: Mapping[str, str | None]) -> VerifyReport:

@@ -40,13 +40,9 @@ from git_agentckpt.git.restore import export_tree
 from git_agentckpt.git.tree_check import check_tree
 from git_agentckpt.git.worktree import changed_paths
 from git_agentckpt.model import JSON
+from git_agentckpt.recovery.bound_notes import BoundNotes
 from git_agentckpt.recovery.verify import FileAction, VerifyStep, restore_actions
-from git_agentckpt.store.checkpoints import (
-    SAFETY_TRIGGER,
-    STEP_END_TRIGGER,
-    Checkpoint,
-    CheckpointStore,
-)
+from git_agentckpt.store.checkpoints import SAFETY_TRIGGER, STEP_END_TRIGGER, Checkpoint
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.tools import sha256_file
 
@@ -76,7 +72,7 @@ def _changed(repo: GitRepo, ckpt: Checkpoint, tree: str) -> frozenset[str]:
 
 
 def run_assertions(
-    store: CheckpointStore,
+    notes: BoundNotes,
     ckpt: Checkpoint,
     workdir: str,
     tree: str,
@@ -84,7 +80,7 @@ def run_assertions(
 ) -> AssertionRun:
     """Evaluate `ckpt`'s assertions against the files in `workdir` (whose tree is `tree`)."""
     out = AssertionRun(ckpt.commit)
-    raw = store.assertions_note(ckpt.commit)
+    raw = notes.assertions(ckpt)
     if not raw:
         return out
     try:
@@ -92,7 +88,7 @@ def run_assertions(
     except ContractError as exc:
         out.results.append({"id": "(note)", "status": "error", "detail": exc.one_line()})
         return out
-    changed = _changed(store.repo, ckpt, tree)
+    changed = _changed(notes.store.repo, ckpt, tree)
     ctx = CheckContext(
         workdir=Path(workdir), changed_paths=changed, written_paths=changed, command_runner=runner
     )
@@ -170,6 +166,7 @@ class AssertionStep:
     """Step 3: the starting checkpoint's assertions, what was accepted, rolled back or not."""
 
     run: AssertionRun
+    notes: BoundNotes  # the notes acted on; `notes.ignored`: the ones set aside
     failed: list[FailedInput] = field(default_factory=list)  # not accepted
     accepted: list[FailedInput] = field(default_factory=list)  # kept by --accept-drift
     rollback: Rollback | None = None
@@ -180,13 +177,13 @@ class AssertionStep:
         """Every assertion holds, or what fails was accepted by a person (re-pinned)."""
         return not self.failed and self.stopped is None
 
-    def carried(self, store: CheckpointStore, source: Checkpoint) -> list[JSON]:
+    def carried(self, source: Checkpoint) -> list[JSON]:
         """`source`'s assertions as the resume checkpoint carries them: an input a person
         accepted (`--accept-drift`) re-pinned to its value now, so that every later
         resume checks the accepted value, not the old one."""
         repinned = {f.id: f.now for f in self.accepted if f.now is not None}
         out: list[JSON] = []
-        for item in store.assertions_note(source.commit):
+        for item in self.notes.assertions(source):
             if isinstance(item, dict) and item.get("id") in repinned:
                 check = {**item["check"], "sha256": repinned[str(item["id"])]}
                 item = {**item, "check": check}
@@ -201,6 +198,7 @@ class AssertionStep:
             "accepted_inputs": [f.to_json() for f in self.accepted],
             "rollback": self.rollback.to_json() if self.rollback else None,
             "stopped": self.stopped,
+            "notes_set_aside": list(self.notes.ignored.values()),
         }
 
 
@@ -211,9 +209,9 @@ def _file_of(check: Check) -> str | None:
     return None
 
 
-def _assertions(store: CheckpointStore, ckpt: Checkpoint) -> dict[str, Assertion]:
+def _assertions(notes: BoundNotes, ckpt: Checkpoint) -> dict[str, Assertion]:
     """The checkpoint's assertions, validated (paths inside the tree); {} when unreadable."""
-    raw = store.assertions_note(ckpt.commit)
+    raw = notes.assertions(ckpt)
     try:
         return {a.id: a for a in parse_assertions(raw, source=f"assertions of {ckpt.id}")}
     except ContractError:
@@ -237,16 +235,16 @@ def _sha_now(workdir: str, file: str | None) -> str | None:
 
 
 def _steps_that_used(
-    store: CheckpointStore, start: Checkpoint, file: str, sha: str | None
+    notes: BoundNotes, start: Checkpoint, file: str, sha: str | None
 ) -> tuple[str, ...]:
     """Done steps (up to `start`) whose step-end checkpoint pinned `file` at `sha`."""
     if sha is None:
         return ()
     out: list[str] = []
-    for ckpt in store.chain(TaskName(start.task), start=start.commit):
+    for ckpt in notes.store.chain(TaskName(start.task), start=start.commit):
         if ckpt.trigger != STEP_END_TRIGGER or not ckpt.step or ckpt.step in out:
             continue
-        for item in _assertions(store, ckpt).values():
+        for item in _assertions(notes, ckpt).values():
             if _file_of(item.check) == file and _pinned(item) == sha:
                 out.append(ckpt.step)
                 break
@@ -254,10 +252,10 @@ def _steps_that_used(
 
 
 def failed_inputs(
-    store: CheckpointStore, start: Checkpoint, run: AssertionRun, workdir: str
+    notes: BoundNotes, start: Checkpoint, run: AssertionRun, workdir: str
 ) -> list[FailedInput]:
     """Each failing assertion of `start`, with its file, pinned and current sha256."""
-    known = _assertions(store, start)
+    known = _assertions(notes, start)
     out: list[FailedInput] = []
     for r in run.results:
         if r["status"] not in FAILING:
@@ -273,20 +271,20 @@ def failed_inputs(
                 pinned,
                 _sha_now(workdir, file),
                 str(r.get("detail") or ""),
-                _steps_that_used(store, start, file, pinned) if file else (),
+                _steps_that_used(notes, start, file, pinned) if file else (),
             )
         )
     return out
 
 
 def _scratch_for(
-    store: CheckpointStore, ckpt: Checkpoint, files: Sequence[str], workdir: str, dest: str
+    notes: BoundNotes, ckpt: Checkpoint, files: Sequence[str], workdir: str, dest: str
 ) -> None:
     """The files a candidate's assertions name: from its tree, with the bytes `git
     checkout` would write (filters, line endings: a sha256 pinned from the working tree
     matches them), or from the working tree when no snapshot holds them (ignored or
     large files are facts of the working tree)."""
-    repo = store.repo
+    repo = notes.store.repo
     entries = {rel: repo.tree_entry(ckpt.tree, rel) for rel in files}
     held = [TreeFile(r, e[0], e[1]) for r, e in entries.items() if e and e[1] in REGULAR]
     with checkout_bytes(repo, held, ckpt.tree) as data:
@@ -308,31 +306,31 @@ def _scratch_file(
 
 
 def _test_candidate(
-    store: CheckpointStore, ckpt: Checkpoint, workdir: str, runner: CommandRunner | None
+    notes: BoundNotes, ckpt: Checkpoint, workdir: str, runner: CommandRunner | None
 ) -> AssertionRun:
-    known = _assertions(store, ckpt)
+    known = _assertions(notes, ckpt)
     files = [f for a in known.values() if (f := _file_of(a.check)) is not None]
     whole_tree = len(files) < len(known)  # a command or a path rule needs every file
     label = f"{ckpt.id} of task {ckpt.task}"
     with tempfile.TemporaryDirectory(prefix="ckpt-rollback-") as scratch:
         if whole_tree:
-            export_tree(store.repo, ckpt.tree, scratch, label=label)
-            files = [f for f in files if store.repo.tree_entry(ckpt.tree, f) is None]
+            export_tree(notes.store.repo, ckpt.tree, scratch, label=label)
+            files = [f for f in files if notes.store.repo.tree_entry(ckpt.tree, f) is None]
         else:
-            check_tree(store.repo, ckpt.tree, scratch, label)
-        _scratch_for(store, ckpt, files, workdir, scratch)
-        return run_assertions(store, ckpt, scratch, ckpt.tree, runner)
+            check_tree(notes.store.repo, ckpt.tree, scratch, label)
+        _scratch_for(notes, ckpt, files, workdir, scratch)
+        return run_assertions(notes, ckpt, scratch, ckpt.tree, runner)
 
 
-def _covers(store: CheckpointStore, ckpt: Checkpoint, failed: Sequence[FailedInput]) -> bool:
+def _covers(notes: BoundNotes, ckpt: Checkpoint, failed: Sequence[FailedInput]) -> bool:
     """Whether `ckpt` asserts something about every failed file (ids for the others)."""
-    known = _assertions(store, ckpt)
+    known = _assertions(notes, ckpt)
     files = {_file_of(a.check) for a in known.values()}
     return all((f.file in files) if f.file else (f.id in known) for f in failed)
 
 
 def find_rollback(
-    store: CheckpointStore,
+    notes: BoundNotes,
     start: Checkpoint,
     skip: set[str],
     failed: Sequence[FailedInput],
@@ -341,12 +339,12 @@ def find_rollback(
 ) -> tuple[Checkpoint | None, list[AssertionRun]]:
     """The newest earlier checkpoint that covers every failed input and passes."""
     tried: list[AssertionRun] = []
-    for ckpt in store.chain(TaskName(start.task), start=start.commit):
+    for ckpt in notes.store.chain(TaskName(start.task), start=start.commit):
         if ckpt.commit == start.commit or ckpt.commit in skip:
             continue
-        if ckpt.trigger == SAFETY_TRIGGER or not _covers(store, ckpt, failed):
+        if ckpt.trigger == SAFETY_TRIGGER or not _covers(notes, ckpt, failed):
             continue
-        run = _test_candidate(store, ckpt, workdir, runner)
+        run = _test_candidate(notes, ckpt, workdir, runner)
         tried.append(run)
         if run.passed:
             return ckpt, tried
@@ -362,19 +360,20 @@ def assertions_step(
     skip: set[str],
     no_rollback: bool,
     runner: CommandRunner | None,
+    notes: BoundNotes,
 ) -> AssertionStep:
     """Run the assertions of the starting checkpoint on the working tree; accept, roll back
     or stop. `located`: the start, and the checkpoint in the chain that stands for it (a
     resume checkpoint carries the start's assertions, with what a person accepted
-    re-pinned: those are the ones that hold)."""
+    re-pinned: those are the ones that hold). Only the notes `notes` binds are read."""
     start, source = located
     workdir = ws.repo.workdir
-    run = run_assertions(ws.store, source, workdir, tree, runner)
-    step = AssertionStep(run)
+    run = run_assertions(notes, source, workdir, tree, runner)
+    step = AssertionStep(run, notes)
     if run.passed:
         return step
     kept = {f.path for f in verified.files if f.why == "accept drift"}
-    for f in failed_inputs(ws.store, source, run, workdir):
+    for f in failed_inputs(notes, source, run, workdir):
         (step.accepted if f.file in kept else step.failed).append(f)
     if not step.failed:
         return step
@@ -387,7 +386,7 @@ def assertions_step(
     if no_rollback:
         step.stopped = "--no-rollback: " + "; ".join(f.one_line() for f in step.failed)
         return step
-    target, tried = find_rollback(ws.store, start, skip, step.failed, workdir, runner)
+    target, tried = find_rollback(notes, start, skip, step.failed, workdir, runner)
     step.rollback = Rollback(tried, target)
     if target is None:
         step.stopped = (

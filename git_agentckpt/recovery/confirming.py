@@ -15,7 +15,7 @@ from git_agentckpt.recovery.confirm import Verdict, check_restatement
 from git_agentckpt.recovery.context import constraints_for_state
 from git_agentckpt.recovery.flow import load_contract
 from git_agentckpt.recovery.not_ready import require_ready_now
-from git_agentckpt.recovery.report import read_report, report_commit, report_files
+from git_agentckpt.recovery.report import read_report, report_files, report_write, stored_blobs
 from git_agentckpt.store.checkpoints import Compute
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import Workspace, checked_moves
@@ -42,14 +42,15 @@ def confirm(
     who = {"agent": f"human:{getpass.getuser()}"} if by_human else {}
     result = {**verdict.to_json(), "by": "human" if by_human else "checker"}
     events = [NewEvent("recovery.restatement", who, input=restatement, data={"report": report_id})]
+    crash_point("confirm.checked")
+    bound, refs = _confirmation(ws, task, report_id, result, restatement)
+    data = {**result, "report": report_id, **bound}
     if verdict.passed:
-        events.append(NewEvent("recovery.confirmed", who, data={**result, "report": report_id}))
+        events.append(NewEvent("recovery.confirmed", who, data=data))
         patch = {"status": "active"}
         events.append(NewEvent("state.update", who, data={"move": "confirm", "patch": patch}))
     else:
-        events.append(NewEvent("recovery.rejected", who, data={**result, "report": report_id}))
-    crash_point("confirm.checked")
-    refs = _confirmation(ws, task, report_id, result, restatement)
+        events.append(NewEvent("recovery.rejected", who, data=data))
     ws.log_move(task, checked_moves(events), refs)
     crash_point("confirm.logged")
     return (Exit.OK if verdict.passed else Exit.BAD_RESTATEMENT), verdict, result
@@ -78,21 +79,23 @@ def _verdict(
 
 def _confirmation(
     ws: Workspace, task: TaskName, report_id: JSON, result: dict[str, JSON], text: str | None
-) -> dict[str, Compute]:
-    """The move of the reports ref that records the verdict in the resume's report."""
+) -> tuple[dict[str, JSON], dict[str, Compute]]:
+    """The move of the reports ref that records the verdict in the resume's report, and
+    the event data that binds it: the blobs written, and the ones read (`report_read`)."""
     if not isinstance(report_id, str):
-        return {}
+        return {}, {}
     try:
         report = read_report(ws.repo, task, report_id)
     except NotFound:
-        return {}
+        return {}, {}
+    found = stored_blobs(ws.repo, task, report_id)
     report.pop("files", None)
     report.pop("path", None)
     report["confirmation"] = result
     files = report_files(report, None, ws.log.redactor, text or "(approved by a person)")
     verdict = "confirmed" if result.get("passed") else "rejected"
-    message = f"report {report_id}: {verdict}\n"
-    return {task.reports_ref: lambda old: report_commit(ws.repo, old, report_id, files, message)}
+    bound, refs = report_write(ws.repo, task, report_id, files, f"report {report_id}: {verdict}\n")
+    return {**bound, "report_read": found}, refs
 
 
 __all__ = ["confirm"]

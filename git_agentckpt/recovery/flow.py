@@ -30,6 +30,7 @@ from git_agentckpt.lifecycle import ASSERTIONS, CONSTRAINTS, DRIFT
 from git_agentckpt.model import JSON, REFUSED_START_EVENT, Event, NewEvent, iso_now, new_ulid
 from git_agentckpt.progress import Progress
 from git_agentckpt.recovery.assertions import AssertionStep, CommandRunner, assertions_step
+from git_agentckpt.recovery.bound_notes import BoundNotes, prepared_notes
 from git_agentckpt.recovery.brief import Brief, Facts, build_brief
 from git_agentckpt.recovery.context import (
     budget,
@@ -37,7 +38,7 @@ from git_agentckpt.recovery.context import (
     work_events,
 )
 from git_agentckpt.recovery.locate import RESUME_TRIGGER, Located, locate
-from git_agentckpt.recovery.report import report_commit, report_files
+from git_agentckpt.recovery.report import report_files, report_write
 from git_agentckpt.recovery.verify import Verification, VerifyStep, ensure_tree, verify_step
 from git_agentckpt.settings import CONTRACTS_DIR
 from git_agentckpt.store.checkpoints import Checkpoint, Compute, Extra
@@ -300,7 +301,9 @@ def _assertions(
         skip=located.mid_step,
         no_rollback=s.opts.no_rollback,
         runner=_runner(s),
+        notes=BoundNotes(s.ws.store, prepared_notes(s.events)),
     )
+    s.not_trusted += [w for w in step.notes.ignored.values() if w not in s.not_trusted]
     s.report["assertions"] = step.to_json()
     s.pending.append(NewEvent("recovery.assertions", data=step.to_json()))
     s.lap("assertions")
@@ -380,9 +383,10 @@ def _ready(
         s.report["resume_checkpoint"] = made.to_json()
         s.lap("checkpoint")
         s.report.update({"outcome": outcome, "exit": int(status), "timings": s.timings})
-        data = {"report": s.report_id, "next_step": brief.data["next_step"]}
+        bound, refs = _report_write(s, brief)
+        data = {"report": s.report_id, "next_step": brief.data["next_step"], **bound}
         ready = NewEvent("recovery.ready", links={"checkpoint": made.commit}, data=data)
-        return Extra([ready], _report_ref(s, brief))
+        return Extra([ready], refs)
 
     if blocking:
         state["status"] = "not_ready"
@@ -396,7 +400,7 @@ def _ready(
         lead,
         None if s.commands_ran else tree,
         extra,
-        asserted.carried(s.ws.store, source),
+        asserted.carried(source),
     )
     s.ws.resume_checkpoint(s.task, resumed)
     confirm_hint = f"confirm with `git ckpt confirm {s.task} --restatement FILE`"
@@ -416,7 +420,7 @@ def _finish(s: _Session) -> ResumeOutcome:
         max_tokens=s.opts.max_brief_tokens,
     )
     s.report.update({"outcome": "finished", "exit": 0, "next_step": None})
-    _store(s, brief, [NewEvent("recovery.finished", data={"report": s.report_id})])
+    _store(s, brief, "recovery.finished", {})
     message = f"task {s.task} is finished: next step none (nothing to confirm)"
     return ResumeOutcome(Exit.OK, "finished", message, s.report, brief)
 
@@ -430,20 +434,24 @@ def _reset_steps(now: dict[str, JSON], start: dict[str, JSON]) -> list[str]:
     ]
 
 
-def _store(s: _Session, brief: Brief | None, events: list[NewEvent]) -> None:
-    """The report and `events` (with any still pending), in one transaction."""
-    logged, s.pending = [*s.pending, *events], []
-    s.ws.log_move(s.task, checked_moves(logged), _report_ref(s, brief))
+def _store(
+    s: _Session, brief: Brief | None, kind: str, data: dict[str, JSON], *after: NewEvent
+) -> None:
+    """The report, the event `kind` that binds it (with `data`), then `after`, with any
+    events still pending before them, in one transaction."""
+    bound, refs = _report_write(s, brief)
+    event = NewEvent(kind, data={**data, "report": s.report_id, **bound})
+    logged, s.pending = [*s.pending, event, *after], []
+    s.ws.log_move(s.task, checked_moves(logged), refs)
 
 
-def _report_ref(s: _Session, brief: Brief | None) -> dict[str, Compute]:
-    """The move of the reports ref that stores this resume's report (`recovery/report.py`)."""
+def _report_write(s: _Session, brief: Brief | None) -> tuple[dict[str, JSON], dict[str, Compute]]:
+    """The event data that binds this resume's report, and the move of the reports ref that
+    stores it (`recovery/report.py`)."""
     files = report_files(s.report, brief.markdown if brief else None, s.ws.log.redactor)
     message = f"report {s.report_id}: {s.report.get('outcome')}\n"
     crash_point("resume.report")
-    return {
-        s.task.reports_ref: lambda old: report_commit(s.ws.repo, old, s.report_id, files, message)
-    }
+    return report_write(s.ws.repo, s.task, s.report_id, files, message)
 
 
 def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:
@@ -453,12 +461,11 @@ def _stop(s: _Session, status: Exit, message: str) -> ResumeOutcome:
     s.report.update(
         {"outcome": outcome, "exit": int(status), "message": message, "timings": s.timings}
     )
-    data = {"outcome": outcome, "message": message, "report": s.report_id}
     reason = DRIFT if status == Exit.NEEDS_PERSON else ASSERTIONS
     recovery = {"blocked": reason, "report": s.report_id, "message": message}
     patch: dict[str, JSON] = {"status": "not_ready", "recovery": recovery}
     block = NewEvent("state.update", data={"move": "block", "patch": patch})
-    _store(s, None, [NewEvent("recovery.stopped", data=data), block])
+    _store(s, None, "recovery.stopped", {"outcome": outcome, "message": message}, block)
     return ResumeOutcome(status, outcome, message, s.report)
 
 

@@ -4,6 +4,11 @@ One commit per write; the tip's tree holds a directory per report
 (`<report-id>/report.json`, `report.md`, `brief.md`, and once confirmed
 `restatement.md`), so `git show refs/agent/reports/<task>:<id>/report.md`
 prints one. The ref only moves forward, by compare-and-swap.
+
+Reports are bound like notes: the event logged with each write names the blob of
+every file written (`data.report_files`, `report_binding`), and a confirm, which
+rewrites the report it read, also names what it read (`data.report_read`), so
+`verify` finds a report edited later (`audit/reports_check.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.model import JSON, dumps
 from git_agentckpt.paths import escape_lone_bytes, json_safe
 from git_agentckpt.redact import Redactor
+from git_agentckpt.store.checkpoints import Compute, blob_id
 from git_agentckpt.store.refs import TaskName
 
 _BLOB = 0o100644
@@ -34,6 +40,27 @@ def save_report(
         message.splitlines()[0],
         lambda old: report_commit(repo, old, report_id, files, message),
     )
+
+
+def report_write(
+    repo: GitRepo, task: TaskName, report_id: str, files: Mapping[str, bytes], message: str
+) -> tuple[dict[str, JSON], dict[str, Compute]]:
+    """The event data that binds a write of `files` to report `report_id`, and the move of
+    the reports ref that makes it (in the transaction of the event that holds the data)."""
+    like = repo.empty_tree()  # the repository's object id length
+    bound: dict[str, JSON] = {name: blob_id(data, like) for name, data in files.items()}
+    refs: dict[str, Compute] = {
+        task.reports_ref: lambda old: report_commit(repo, old, report_id, files, message)
+    }
+    return {"report_files": bound}, refs
+
+
+def stored_blobs(repo: GitRepo, task: TaskName, report_id: str) -> dict[str, JSON]:
+    """{file: blob id} of report `report_id` as the reports ref holds it."""
+    dirs = _report_dirs(repo, task)
+    if report_id not in dirs:
+        return {}
+    return {name: oid for name, (oid, _) in repo.tree_entries(dirs[report_id]).items()}
 
 
 def report_commit(
