@@ -35,7 +35,7 @@ from git_agentckpt.daemon.client import INTERNAL
 _SKIP_PRELOAD = (
     "git_agentckpt.__main__",
     "git_agentckpt.daemon.server",
-    "git_agentckpt.cli.mcp_server",
+    "git_agentckpt.cli.mcp_",  # mcp_server, mcp_stdio: the SDK
 )
 _preloaded: list[bool] = []
 
@@ -213,7 +213,7 @@ def preload() -> None:
         return
     _preloaded.append(True)
     for info in pkgutil.walk_packages(git_agentckpt.__path__, "git_agentckpt."):
-        if info.name not in _SKIP_PRELOAD:
+        if not info.name.startswith(_SKIP_PRELOAD):
             importlib.import_module(info.name)
     from git_agentckpt.cli.warm import warm_cli
     from git_agentckpt.redact import precompile
