@@ -116,10 +116,10 @@ def _start_id(report: dict[str, JSON]) -> str:
 
 
 def stopped_context(
-    ws: Workspace, task: TaskName, outcome: str, head: str, report: dict[str, JSON]
+    task: TaskName, outcome: str, head: str, report: dict[str, JSON], brief: Brief
 ) -> str:
-    """Why the resume stopped (`head`), file by file, what to do instead, and the
-    recorded brief."""
+    """Why the resume stopped (`head`), file by file, what to do instead, and the brief
+    of the recorded state."""
     report_cmd = f"`git ckpt report {task} {report.get('id')}`"
     lines = [head, ""]
     drift = _drift_lines(report)
@@ -148,7 +148,7 @@ def stopped_context(
         "For reference, the task as its last checkpoint recorded it (NOT verified "
         "against the files above):",
         "",
-        _recorded(ws, task).markdown,
+        brief.markdown,
     ]
     return fit("\n".join(lines), report_cmd)
 
@@ -170,7 +170,7 @@ def _still_asking(
         f"({report.get('message')}) and a person has not decided yet. The question was "
         "asked before and is still open: ask the person again."
     )
-    return stopped_context(ws, task, str(report.get("outcome")), head, report)
+    return stopped_context(task, str(report.get("outcome")), head, report, brief)
 
 
 def resume_context(ws: Workspace, task: TaskName) -> tuple[str, str]:
@@ -179,7 +179,8 @@ def resume_context(ws: Workspace, task: TaskName) -> tuple[str, str]:
     report_cmd = f"`git ckpt report {task} {out.report.get('id')}`"
     if out.brief is None:
         head = f"git ckpt: task {task} was NOT resumed: {out.message}."
-        return stopped_context(ws, task, out.outcome, head, out.report), out.outcome
+        recorded = _recorded(ws, task)
+        return stopped_context(task, out.outcome, head, out.report, recorded), out.outcome
     head = (
         f"git ckpt: this session was restarted; task {task} was resumed "
         f"({out.outcome}: {out.message}). Below is its recovery brief: the goal, every "
