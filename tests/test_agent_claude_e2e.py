@@ -191,7 +191,11 @@ def test_claude_code_session_compaction_kill_and_resume(
         contexts = hook_contexts(restarted)
         assert contexts, json.dumps(restarted.body)[-3000:]
         assert_brief(contexts[-1], "s3")  # this session's, from SessionStart(resume)
-        assert "notes/c.md" in contexts[-1]  # the killed turn's file, named to the model
+        # the killed turn's own logged Write: kept and named, no drift (issue 25, item 5)
+        assert "- `notes/c.md`: kept (own logged write)" in contexts[-1]
+        assert "NOT resumed" not in contexts[-1] and task_state(repo)["status"] == "recovering"
+        # every replayed brief says the newest replaces it (issue 25, item 7)
+        assert all(c.startswith("[git ckpt brief: it replaces every earlier") for c in contexts)
         ran = tool_results(server.requests)
 
     # the event log holds every tool call the agent ran (ids as Claude Code gave them)
@@ -206,6 +210,11 @@ def test_claude_code_session_compaction_kill_and_resume(
     writes = [e for e in calls if e["data"]["tool"] == "Write"]
     assert [json_of(e["input"])["file_path"] for e in writes] == [
         str(repo / "notes" / n) for n in ("a.md", "b.md", "c.md")
+    ]
+    assert [list(e["data"]["files"]) for e in writes] == [
+        ["notes/a.md"],
+        ["notes/b.md"],
+        ["notes/c.md"],
     ]
     record_transcript(Path(env["HOME"]), "claude-code-session.jsonl")
 

@@ -179,6 +179,7 @@ def test_codex_session_compaction_and_brief(
         assert len(briefs) == 2, developer_texts(first)  # SessionStart resume, then compact
         for brief in briefs:
             assert_brief(brief, "s2")
+            assert brief.startswith("[git ckpt brief: it replaces every earlier")  # issue 25
         assert resumed.wait().strip().endswith("s2 is done.")
         ran = calls_run(server.requests)
 
@@ -190,6 +191,8 @@ def test_codex_session_compaction_and_brief(
     assert sources == ["startup", "resume", "compact"]  # exec, then exec resume compacting
     patches = [e for e in calls if e["data"]["tool"] == "apply_patch"]
     assert ["notes/a.md" in str(e["input"]) for e in patches] == [True, False]
+    # what each apply_patch wrote, read from its patch (issue 25, item 5)
+    assert [list(e["data"].get("files") or {}) for e in patches] == [["notes/a.md"], ["notes/b.md"]]
     assert "notes/b.md" in str(patches[1]["input"])
     compacted = [e for e in events if e["type"] == "context.compacted"]
     assert compacted and compacted[0]["data"].get("trigger") == "auto", compacted

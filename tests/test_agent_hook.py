@@ -9,6 +9,7 @@ real stdin, in their own process and served by a warm daemon.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -241,6 +242,11 @@ def test_continued_after_a_clean_end_gets_the_brief_and_no_resume(task_repo: Pat
     out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
     context = out["hookSpecificOutput"]["additionalContext"]
     assert "this session continues one that ended cleanly" in context
+    # issue 25, item 7: the agent replays every brief before; the newest says it holds
+    assert context.startswith(
+        "[git ckpt brief: it replaces every earlier git ckpt brief in this conversation, "
+        "which no longer holds; where they differ, this one is right]\n"
+    )
     assert "Experiments use seed 42, never another seed" in context
     assert "**Next step:** s1" in context
     assert "NOT resumed" not in context
@@ -263,6 +269,78 @@ def test_after_a_kill_the_finished_turns_files_are_no_drift(task_repo: Path) -> 
     findings = context.split("For reference")[0]
     assert "- added: notes.txt" in findings
     assert "summary.md" not in findings
+
+
+def _killed_after_a_write(repo: Path) -> None:
+    """A finished turn, then a turn killed after its Write of notes/b.md (logged by
+    PostToolUse) and before its Stop."""
+    hook(repo, "SessionStart", claude("SessionStart", source="startup"))
+    write(repo / "results" / "summary.md", "turn one\n")
+    hook(repo, "Stop", claude("Stop", stop_hook_active=False))
+    hook(repo, "UserPromptSubmit", claude("UserPromptSubmit", prompt="go on"))
+    write(repo / "notes" / "b.md", "the killed turn's note\n")
+    written = {"file_path": str(repo / "notes" / "b.md"), "content": "the killed turn's note\n"}
+    call = claude("PostToolUse", tool_name="Write", tool_input=written, tool_use_id="toolu_b")
+    hook(repo, "PostToolUse", call)
+
+
+def test_the_killed_turns_own_logged_writes_are_no_drift(task_repo: Path) -> None:
+    """Issue 25, item 5: what the killed turn's own logged Write left was drift a person
+    had to decide on. It is the agent's own work: kept, named, and the task resumes."""
+    _killed_after_a_write(task_repo)
+    [call] = of_type(task_repo, "exp", "tool.call")
+    assert call["data"]["files"] == {
+        "notes/b.md": hashlib.sha256(b"the killed turn's note\n").hexdigest()
+    }
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "task exp was resumed (ready:" in context
+    assert "- `notes/b.md`: kept (own logged write)" in context
+    assert "NOT resumed" not in context
+    assert ckpt_json(task_repo, "task", "show", "exp")["status"] == "recovering"
+
+
+def test_unexplained_drift_keeps_asking_the_person_until_one_decides(task_repo: Path) -> None:
+    """Issue 25, items 5 and 6: after a kill the brief asked the person; the next
+    `--continue` (a clean end before it) was simply continued. Every later brief now asks
+    the same, no turn records the drift, and after the person's `--accept-drift` every
+    brief says the task waits for its confirmation."""
+    _killed_after_a_write(task_repo)
+    write(task_repo / "notes" / "b.md", "changed again after the logged Write\n")
+    write(task_repo / "src" / "app.py", "print('nobody the log knows')\n")
+    first = hook(task_repo, "SessionStart", claude("SessionStart", source="resume"))
+    findings = first["hookSpecificOutput"]["additionalContext"].split("For reference")[0]
+    assert "task exp was NOT resumed: 2 source file(s) differ" in findings
+    assert "- added: notes/b.md\n- modified: src/app.py\n" in findings
+    # that turn ends cleanly: no checkpoint, and the person is told why
+    hook(task_repo, "UserPromptSubmit", claude("UserPromptSubmit", prompt="go on"))
+    stopped = hook(task_repo, "Stop", claude("Stop", stop_hook_active=False))
+    assert stopped["systemMessage"].startswith(
+        "git ckpt: no checkpoint of this turn: task exp is not ready: source files drifted"
+    )
+    triggers = [c["trigger"] for c in checkpoints(task_repo, "exp")]
+    assert triggers == ["turn_end", "task_start"]  # the first turn's only, newest first
+    # continued after that clean end, a compaction, a new session: each asks again
+    again = {
+        "resume": claude("SessionStart", source="resume"),
+        "compact": claude("SessionStart", source="compact"),
+        "startup": {**claude("SessionStart", source="startup"), "session_id": "other"},
+    }
+    for source, payload in again.items():
+        context = hook(task_repo, "SessionStart", payload)["hookSpecificOutput"]
+        text = context["additionalContext"].split("For reference")[0]
+        assert "Task exp is still NOT resumed: its resume stopped (2 source" in text, source
+        assert "ask the person again" in text and "- modified: src/app.py\n" in text, source
+        assert "no `git ckpt resume` is needed" not in context["additionalContext"], source
+    assert [c["trigger"] for c in checkpoints(task_repo, "exp")] == triggers
+    # a person decides: every brief now says the task waits for the agent's restatement
+    ckpt(task_repo, "resume", "exp", "--accept-drift")
+    out = hook(task_repo, "SessionStart", claude("SessionStart", source="compact"))
+    context = out["hookSpecificOutput"]["additionalContext"]
+    assert "Task exp WAITS FOR ITS RECOVERY TO BE CONFIRMED: task exp is recovering" in context
+    assert "no `git ckpt resume` is needed" not in context
+    assert "`git ckpt confirm exp --restatement FILE`" in context
+    assert "\n- seed-42: " in context  # the restatement form, one line per constraint
 
 
 def test_a_brief_that_cannot_be_built_still_points_the_model_at_its_rules(
@@ -634,3 +712,29 @@ def test_summaries_keep_short_values_and_cut_long_ones() -> None:
     assert str(small["text"]).endswith("more characters]")
     assert isinstance(small["list"], list) and small["list"][-1] == "…[60 more items]"
     assert len(json.dumps(small)) <= 8 * 1024
+
+
+@pytest.mark.mode("once", reason="pure functions on files: no git ckpt command")
+def test_what_a_file_tool_wrote_is_found_in_its_input(tmp_path: Path) -> None:
+    from git_agentckpt.integrations.own_writes import files_written
+
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "a.py").write_text("a = 1\n")
+    (work / "b.txt").write_text("b\n")
+    patch = (
+        "*** Begin Patch\n*** Update File: src/a.py\n@@\n-a = 0\n+a = 1\n"
+        "*** Update File: old.txt\n*** Move to: b.txt\n*** Delete File: gone.txt\n"
+        "*** Add File: ../outside.txt\n+x\n*** Add File: .git/config\n+x\n*** End Patch\n"
+    )
+    found = files_written("apply_patch", {"command": patch}, str(work), str(work))
+    assert set(found) == {"src/a.py", "old.txt", "b.txt", "gone.txt"}  # not outside, not .git
+    assert found["gone.txt"] is None and found["old.txt"] is None  # no longer there
+    assert found["src/a.py"] == hashlib.sha256(b"a = 1\n").hexdigest()
+    write_call = {"file_path": str(work / "src" / "a.py"), "content": "a = 1\n"}
+    assert list(files_written("Write", write_call, "/elsewhere", str(work))) == ["src/a.py"]
+    edits = {"file_path": "src/a.py", "edits": []}  # relative: to the call's cwd
+    assert list(files_written("MultiEdit", edits, str(work), str(work))) == ["src/a.py"]
+    assert files_written("Bash", {"command": "echo > b.txt"}, str(work), str(work)) == {}
+    os.mkfifo(work / "pipe")  # never waited on
+    assert files_written("Write", {"file_path": "pipe"}, str(work), str(work)) == {"pipe": ""}

@@ -16,19 +16,23 @@ shapes):
   state; for `resume`, the five-step resume (`hook_resume.py`) when the
   task's last session did not end (killed, crashed), and only the brief when
   it ended cleanly (`claude --continue` and `codex exec resume` fire `resume`
-  too); both as `hookSpecificOutput.additionalContext`.
+  too); for any source, when the task waits for its recovery (recovering, not
+  ready), what it waits for; all as `hookSpecificOutput.additionalContext`, each
+  saying it replaces every earlier brief (the agents replay them all).
 - PreCompact: a full checkpoint, trigger `pre_compact`.
 - PostToolUse / PostToolUseFailure: a `tool.call` event (input and response
-  summarised, `summary.py`), then the trigger policy (`tick`) with the context
+  summarised, `summary.py`; a file tool's with the files it wrote and their
+  sha256, `own_writes.py`), then the trigger policy (`tick`) with the context
   size read from the transcript's tail (`transcript_usage.py`).
 - UserPromptSubmit: a `user.prompt` event.
 - Stop: a full checkpoint (trigger `turn_end`: with only a light one, every
   file a finished turn wrote would read as drift after a kill in a later
-  turn), then every constraint
-  (`check`); a failing `block` constraint is returned to the model as
-  `{"decision": "block", "reason": …}`, which makes it continue, unless
-  `stop_hook_active` (it continues already because of a Stop hook): then the
-  person is told (`systemMessage`) and the agent stops, so it never loops.
+  turn; none while the task waits for its recovery, and the person is told why
+  in a `systemMessage`), then every constraint (`check`); a failing `block`
+  constraint is returned to the model as `{"decision": "block", "reason": …}`,
+  which makes it continue, unless `stop_hook_active` (it continues already
+  because of a Stop hook): then the person is told (`systemMessage`) and the
+  agent stops, so it never loops.
 - StopFailure: a full checkpoint and a `quota` event (error `rate_limit` or
   `billing_error`; trigger `quota`) or an `error` event (any other error,
   trigger `error`), carrying the error.
@@ -59,6 +63,7 @@ from git_agentckpt.integrations.sessions import (
 )
 from git_agentckpt.integrations.summary import cut_text, summarise
 from git_agentckpt.model import JSON, NewEvent
+from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.workspace import Workspace
 
 AGENTS = ("claude-code", "codex")
@@ -206,7 +211,7 @@ def dispatch(ws: Workspace, call: HookCall) -> HookReply:
 
 
 def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
-    from git_agentckpt.integrations.hook_resume import brief_context, resume_context
+    from git_agentckpt.integrations.hook_resume import REPLACES, brief_context, resume_context
 
     source = call.text("source") or "startup"
     data: dict[str, JSON] = {"source": source, "task_from": found.how}
@@ -214,11 +219,13 @@ def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
         if isinstance(call.payload.get(key), str | int):
             data[key] = call.payload[key]
     ws.append_events(found.task.name, [NewEvent("session.start", call.actor(), data=data)])
-    if source not in ("compact", "resume"):
+    if source not in ("compact", "resume") and not _waits(ws, found.task):
         return HookReply({}, f"session recorded ({source}, task {found.how})")
     output: dict[str, JSON] = {}
     try:
-        if source == "compact":
+        if source not in ("compact", "resume"):  # a new session of a task that waits
+            context, outcome = brief_context(ws, found.task, f"this session starts ({source})")
+        elif source == "compact":
             context, outcome = brief_context(ws, found.task, "the context was compacted")
         elif found.previous_ended:  # continued after a clean exit: nothing to recover
             context, outcome = brief_context(
@@ -236,11 +243,18 @@ def session_start(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
         )
         outcome = f"error: {exc.one_line()}"
         output["systemMessage"] = f"git ckpt hook: {exc.one_line()}"
-    output["hookSpecificOutput"] = {
-        "hookEventName": "SessionStart",
-        "additionalContext": context,
-    }
+    context = f"{REPLACES}\n{context}"
+    output["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": context}
     return HookReply(output, f"{source}: {outcome} ({len(context)} characters)")
+
+
+def _waits(ws: Workspace, task: TaskName) -> bool:
+    """Whether the task waits for its recovery (recovering, not ready)."""
+    from git_agentckpt.lifecycle import PAUSED
+    from git_agentckpt.store.state import current_state
+
+    state, _ = current_state(ws.store, ws.log, task)
+    return state is not None and state.get("status") in PAUSED
 
 
 def pre_compact(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
@@ -258,7 +272,10 @@ def pre_compact(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
     return HookReply({}, f"checkpoint {made.id} (full, pre_compact)")
 
 
-def tool_call_event(call: HookCall, redact: Callable[[Any], Any]) -> NewEvent:
+def tool_call_event(call: HookCall, redact: Callable[[Any], Any], workdir: str) -> NewEvent:
+    """The `tool.call` event; a file tool's with the files it wrote in `workdir`."""
+    from git_agentckpt.integrations.own_writes import files_written
+
     failed_call = call.event == "PostToolUseFailure"
     data: dict[str, JSON] = {
         "tool": call.text("tool_name") or "?",
@@ -267,13 +284,17 @@ def tool_call_event(call: HookCall, redact: Callable[[Any], Any]) -> NewEvent:
     for key in ("tool_use_id", "duration_ms", "turn_id"):
         if isinstance(call.payload.get(key), str | int):
             data[key] = call.payload[key]
+    tool_input = call.payload.get("tool_input")
+    files = files_written(str(data["tool"]), tool_input, call.text("cwd") or "", workdir)
+    if files:
+        data["files"] = files
     response = call.payload.get("tool_response")
     if failed_call:
         response = call.payload.get("error", response)
     return NewEvent(
         "tool.call",
         call.actor(),
-        input=summarise(call.payload.get("tool_input"), redact=redact),
+        input=summarise(tool_input, redact=redact),
         output=summarise(response, redact=redact),
         data=data,
     )
@@ -302,7 +323,7 @@ def post_tool_use(ws: Workspace, call: HookCall, found: SessionTask) -> HookRepl
     from git_agentckpt.triggers import Signals
 
     task = found.task.name
-    ws.append_events(task, [tool_call_event(call, ws.log.redactor.value)])
+    ws.append_events(task, [tool_call_event(call, ws.log.redactor.value, ws.repo.workdir)])
     signals = context_signals(call)
     outcome = f"tool.call {call.text('tool_name') or '?'}"
     try:
@@ -340,12 +361,14 @@ def stop(ws: Workspace, call: HookCall, found: SessionTask) -> HookReply:
         )
         outcome = f"checkpoint {made.id} ({made.kind}, turn_end)"
         scanned = made.tree if made.kind == "full" else None
-    except TaskPaused as paused:
+        waiting: dict[str, JSON] = {}
+    except TaskPaused as paused:  # the person learns why nothing of this turn is recorded
         outcome = f"no checkpoint: the task is {paused.status}"
+        waiting = {"systemMessage": f"git ckpt: no checkpoint of this turn: {paused.one_line()}"}
     checked = run_check_now(ws, task, scanned)
     blocking = [r for r in checked.report.results if r.blocking]
     if not blocking:
-        return HookReply({}, f"{outcome}; check passed")
+        return HookReply(waiting, f"{outcome}; check passed")
     lines = [f"- {r.id} ({r.status}): {r.text} — {r.detail}" for r in blocking]
     ids = ", ".join(r.id for r in blocking)
     if call.payload.get("stop_hook_active") is True:

@@ -3,7 +3,8 @@
 The task of a session is, in this order:
 1. `GIT_CKPT_TASK` in the agent's environment (it must exist, or it is started);
 2. the task this session was seen with before (`.git/agent/sessions.json`);
-3. the single active task of this worktree;
+3. the single active task of this worktree (active, or waiting for its recovery:
+   recovering, not ready);
 4. among several active tasks, the one named after the current branch;
 5. with no active task, the task named after the branch (`detached-<sha>` on a
    detached HEAD): used when it exists, else started the way `git ckpt task
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from git_agentckpt.errors import CkptError, UsageError
+from git_agentckpt.lifecycle import PAUSED
 from git_agentckpt.model import JSON
 from git_agentckpt.store.reading import owner_of
 from git_agentckpt.store.refs import TaskName
@@ -127,7 +129,7 @@ def _active(ws: Workspace) -> list[str]:
             state, _ = current_state(ws.store, ws.log, t)
             if (
                 state is not None
-                and state.get("status") in ("active", "recovering")
+                and state.get("status") in ("active", *PAUSED)
                 and owner_of(state)["id"] == ws.worktree["id"]
             ):
                 out.append(t.name)

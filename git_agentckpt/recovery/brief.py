@@ -12,6 +12,13 @@ stopped; the agent's own last work. Under `--max-brief-tokens`, the last work
 goes first, then the summary, step outputs, the environment and the file
 lists (counted, and named in the report). The free-text summary is shown as
 non-authoritative and is never the source of a fact.
+
+A brief of the recorded state (`--brief-only`) of a task that waits for its
+recovery says so where it tells what to do next (`waiting`): a recovering task (and a
+not-ready one whose block constraints failed) waits for the agent's restatement, and
+its brief ends with the form and the confirm command, as the resume's did; a
+not-ready one whose files drifted (or whose assertions failed) waits for a person, and
+its brief says not to continue the steps and which two commands decide.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from git_agentckpt.contracts.schema import check_to_json
+from git_agentckpt.lifecycle import CONSTRAINTS, PAUSED, blocked_by, not_ready
 from git_agentckpt.model import JSON
 from git_agentckpt.paths import json_safe, quote
 from git_agentckpt.recovery.assertions import AssertionStep
@@ -112,12 +120,43 @@ def _recovery_did(f: Facts) -> dict[str, JSON]:
     return {k: v for k, v in did.items() if v not in (None, [], {})}
 
 
+def waiting(state: dict[str, JSON]) -> dict[str, JSON] | None:
+    """What a task that waits for its recovery waits for (None: it does not wait):
+    `needs` is `restatement` (the agent restates and confirms) or `person` (a person
+    decides with `resume --restore` or `--accept-drift`)."""
+    status = state.get("status")
+    if status not in PAUSED:
+        return None
+    task = str(state.get("task"))
+    recovery = state.get("recovery")
+    report = recovery.get("report") if isinstance(recovery, dict) else None
+    out: dict[str, JSON] = {"task": task, "status": status, "report": report}
+    if status == "recovering":
+        out.update(
+            needs="restatement",
+            why=f"task {task} is recovering: its resume waits for the agent's restatement",
+            to_do=f"restate, then `git ckpt confirm {task} --restatement FILE`",
+        )
+        return out
+    refusal = not_ready(task, state)
+    reason = blocked_by(state)
+    out.update(
+        blocked=reason,
+        needs="restatement" if reason == CONSTRAINTS else "person",
+        why=refusal.message,
+        to_do=refusal.hint,
+    )
+    return out
+
+
 def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
     state = f.state
     steps = [dict(s) for s in state.get("steps") or [] if isinstance(s, dict)]
     summary = state.get("summary")
     summary_text = summary.get("text") if isinstance(summary, dict) else None
     task = str(state.get("task"))
+    waits = waiting(state) if f.mode == "brief only" else None
+    confirm = f.mode == "ready" or (waits is not None and waits["needs"] == "restatement")
     data: dict[str, JSON] = {
         "v": 1,
         "task": task,
@@ -145,11 +184,10 @@ def build_brief(f: Facts, *, max_tokens: int | None = None) -> Brief:
         "env": state.get("env") or {},
         "summary": summary_text or None,
         "summary_authoritative": False,
-        "confirm_command": None
-        if f.mode != "ready"
-        else f"git ckpt confirm {task} --restatement FILE",
+        "confirm_command": f"git ckpt confirm {task} --restatement FILE" if confirm else None,
+        "waiting": waits,
     }
-    if f.mode == "ready":  # the brief ends with the form to fill in (never trimmed)
+    if confirm:  # the brief ends with the form to fill in (never trimmed)
         checks: dict[str, dict[str, object] | None] = {}
         for contract in (f.contract.at_start, f.contract.now):  # the contract now wins
             for c in contract.constraints if contract is not None else ():
@@ -325,6 +363,9 @@ def render_markdown(d: dict[str, JSON]) -> str:
             str(d["summary"]),
         ]
     lines += ["", "## To continue"]
+    waits = d.get("waiting")
+    if isinstance(waits, dict):
+        lines += _waiting_lines(waits)
     if d["confirm_command"]:
         lines.append("Restate the goal, every constraint (by id) and the next step, then run:")
         lines.append(f"`{d['confirm_command']}`")
@@ -332,9 +373,26 @@ def render_markdown(d: dict[str, JSON]) -> str:
             lines += form_markdown(d)
     elif d["mode"] == "finished":
         lines.append("Nothing to continue: the task is finished (no confirmation needed).")
-    else:
+    elif not isinstance(waits, dict):
         lines.append("This brief changed nothing: run `git ckpt resume` to recover the task.")
     return "\n".join(lines) + "\n"
+
+
+def _waiting_lines(waits: dict[str, JSON]) -> list[str]:
+    """What a task waiting for its recovery waits for, and what to do (brief only)."""
+    report = f" (recovery report {waits['report']})" if waits.get("report") else ""
+    lines = [f"**{waits['why']}{report}.** No step moves and no checkpoint is taken until then."]
+    if waits.get("needs") == "person":
+        task = str(waits.get("task"))
+        lines.append(
+            "Do not continue the task's steps, and do not undo, redo or overwrite the files "
+            "that differ yourself. Ask the person to decide: "
+            f"`git ckpt resume {task} --restore` (bring the checkpoint's files back) or "
+            f"`git ckpt resume {task} --accept-drift` (keep them as they are)."
+        )
+    elif waits.get("blocked"):
+        lines.append(f"What to do: {waits['to_do']}.")
+    return lines
 
 
 # -- trimming under --max-brief-tokens -----------------------------------------------

@@ -8,6 +8,9 @@ unchanged tree is checked at about the cost of `git status`. Each difference is:
   checkpoint when the checkpoint holds it, else removed and listed for
   regeneration. A file git tracks (in the user's HEAD or index) is source,
   whatever its name: many projects track files under `build/` or `*.egg-info/`.
+- *own writes*: a file the agent's own logged calls wrote since the checkpoint and
+  that is still as the last of them left it (`own_writes.py`: the work of a turn
+  killed before its checkpoint). Kept, and named; never drift.
 - *source*: everything else. Source differences need a person: `--restore`
   brings them back (a safety checkpoint first), `--accept-drift` keeps them.
 - set apart, never drift: files matching `secret_paths` (a snapshot never holds
@@ -33,7 +36,9 @@ from git_agentckpt.git.tree_check import check_tree
 from git_agentckpt.git.worktree import GITLINK, snapshot_tree
 from git_agentckpt.globs import match_any, match_excluded
 from git_agentckpt.model import JSON
+from git_agentckpt.recovery.own_writes import explained
 from git_agentckpt.store.checkpoints import Checkpoint
+from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.restoring import AGENT_DIR, RestoreResult
 
 if TYPE_CHECKING:
@@ -52,6 +57,7 @@ class Verification:
     to_regenerate: list[str] = field(default_factory=list)
     secret_left: list[str] = field(default_factory=list)  # secret paths: never drift
     agent_kept: list[str] = field(default_factory=list)  # .agent/ files: never reverted
+    own_writes: list[dict[str, str]] = field(default_factory=list)  # the agent's: kept
 
     @property
     def clean(self) -> bool:
@@ -67,6 +73,7 @@ class Verification:
             "to_regenerate": self.to_regenerate,
             "secret_paths_left": self.secret_left,
             "agent_files_kept": self.agent_kept,
+            "own_writes": list(self.own_writes),
         }
 
 
@@ -76,8 +83,8 @@ class FileAction:
 
     path: str
     action: str  # restored | deleted | cleaned | brought back | kept | checked out | left
-    why: str  # restore | accept drift | rollback | regenerable | secret_paths | .agent
-    # (a submodule left as it was: why, e.g. "dirty submodule")
+    why: str  # restore | accept drift | own logged write | rollback | regenerable |
+    # secret_paths | .agent (a submodule left as it was: why, e.g. "dirty submodule")
 
     def to_json(self) -> dict[str, JSON]:
         return {"path": self.path, "action": self.action, "why": self.why}
@@ -226,6 +233,17 @@ def restore_actions(restored: RestoreResult, why: str) -> list[FileAction]:
     return out
 
 
+def _set_apart_own_writes(ws: Workspace, target: Checkpoint, v: Verification) -> None:
+    """Move out of the source drift what the agent's own logged calls since `target`
+    wrote and left as it is."""
+    if not v.source:
+        return
+    events = ws.log.iter_back_marked(TaskName(target.task))
+    own = explained(events, target.commit, [d["path"] for d in v.source], ws.repo.workdir)
+    v.own_writes = [d for d in v.source if d["path"] in own]
+    v.source = [d for d in v.source if d["path"] not in own]
+
+
 def verify_step(
     ws: Workspace, target: Checkpoint, *, restore: bool, accept_drift: bool
 ) -> VerifyStep:
@@ -235,6 +253,9 @@ def verify_step(
         ws.repo, target.tree, settings.regenerable, settings.secret_paths, clean=True
     )
     step = VerifyStep(found, files=_actions(found))
+    if not (restore or accept_drift):  # a person's decision covers every file
+        _set_apart_own_writes(ws, target, found)
+        step.files += [FileAction(d["path"], "kept", "own logged write") for d in found.own_writes]
     if found.clean:
         return step
     if restore:
