@@ -320,6 +320,15 @@ def bad_event_commit(repo: Path, task: str, body: str) -> None:
     git(repo, "update-ref", ref, commit)
 
 
+def good_and_bad_pushed_by_git(a: Path, body: str) -> None:
+    """Tasks `good` and `bad` (its last event commit holds `body`), pushed by plain git."""
+    start(a, "good")
+    start(a, "bad")
+    bad_event_commit(a, "bad", body)
+    refs = ("refs/agent/*:refs/agent/*", "refs/notes/agent/*:refs/notes/agent/*")
+    git(a, "push", "-q", "origin", *refs)
+
+
 @pytest.mark.parametrize(
     "body",
     ['{"v": 1, "id": "x", "seq": ', NESTED_EVENT, '{"v": 7, "id": "x", "seq": 1}'],
@@ -337,17 +346,7 @@ def test_a_malformed_event_commit_blocks_only_its_task_when_shared(
     git(a, "commit", "-qm", "initial")
     git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
     git(b, "pull", "-q", "origin", "main")
-    start(a, "good")
-    start(a, "bad")
-    bad_event_commit(a, "bad", body)
-    git(
-        a,
-        "push",
-        "-q",
-        "origin",
-        "refs/agent/*:refs/agent/*",
-        "refs/notes/agent/*:refs/notes/agent/*",
-    )
+    good_and_bad_pushed_by_git(a, body)
     fetched = ckpt(b, "fetch", "--json", ok=False)
     assert fetched.exit_code == 6
     doc = json.loads(fetched.stdout)
@@ -419,17 +418,7 @@ def test_a_malformed_event_commit_pushed_blocks_only_its_task(tmp_path: Path) ->
     every task. The damaged log is named and left out with its task's checkpoint ref;
     the rest is pushed; metrics count every other task."""
     remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
-    start(a, "good")
-    start(a, "bad")
-    bad_event_commit(a, "bad", '{"v": 1, "id": "x", "seq": ')
-    git(
-        a,
-        "push",
-        "-q",
-        "origin",
-        "refs/agent/*:refs/agent/*",
-        "refs/notes/agent/*:refs/notes/agent/*",
-    )
+    good_and_bad_pushed_by_git(a, '{"v": 1, "id": "x", "seq": ')
     ckpt(a, "event", "good", "--type", "note", "--json", '{"n": 1}')
     pushed = ckpt(a, "push", "--json", ok=False)
     assert pushed.exit_code == 6, pushed.output
