@@ -195,8 +195,8 @@ def test_the_index_file_reads_back_whole_and_a_bad_one_is_rebuilt(repo: Path) ->
     """Read through its file, as a new process reads it: the same events, text beyond
     ASCII included; a file whose digest holds but whose records are not events (or an
     older format) is built again from the log."""
+    from git_agentckpt.sealed import read_sealed, write_sealed
     from git_agentckpt.store import log_index
-    from git_agentckpt.store.state_cache import read_sealed, write_sealed
 
     start(repo)
     ck = git_agentckpt.open(str(repo))
@@ -288,8 +288,8 @@ def test_a_resume_writes_the_index_once(repo: Path, monkeypatch: pytest.MonkeyPa
     """A resume reads the key-event index three times while it appends events (here: a
     restore's); the file is written once, when it ends (`log_index.writes_deferred`),
     as of its last read (the events logged after it are added by the next read)."""
+    from git_agentckpt.sealed import read_sealed, write_sealed
     from git_agentckpt.store import log_index
-    from git_agentckpt.store.state_cache import read_sealed, write_sealed
 
     start(repo)
     ck = git_agentckpt.open(str(repo))

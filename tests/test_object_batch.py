@@ -5,6 +5,7 @@ kill at any instant leaves a sound repository."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import signal
@@ -128,13 +129,24 @@ def test_git_run_inside_a_batch_sees_its_objects(repo: Path) -> None:
     assert shown == b"seen by git\n"
 
 
-def test_a_few_objects_are_written_loose(repo: Path) -> None:
+def test_a_batch_keeps_its_pack_until_it_ends(repo: Path) -> None:
+    """However few its objects, a batch writes one pack, kept (`.keep`, held open) from
+    before the pack is in place until the batch ends: a concurrent `git repack -a -d`
+    leaves it, and its unreachable objects stay."""
     r = GitRepo.discover(str(repo))
     loose, packs = on_disk(repo)
+    pack_dir = repo / ".git" / "objects" / "pack"
     with r.batched_objects():
-        for i in range(object_batch.PACK_MIN - 1):
-            r.write_blob(b"small %d\n" % i)
-    assert on_disk(repo) == (loose + object_batch.PACK_MIN - 1, packs)
+        blob = r.write_blob(b"a few objects\n")
+        object_batch.flush_all()
+        keeps = sorted(pack_dir.glob("*.keep"))
+        assert on_disk(repo) == (loose, sorted([*packs, keeps[0].stem]))
+        assert keeps[0].read_text().startswith("git ckpt: objects of a write in progress")
+        git(repo, "repack", "-a", "-d", "-q")
+        assert git(repo, "cat-file", "-t", blob) == "blob"  # unreachable, yet kept
+    assert list(pack_dir.glob("*.keep")) == []
+    git(repo, "repack", "-a", "-d", "-q")
+    assert subprocess.run(["git", "cat-file", "-e", blob], cwd=repo).returncode != 0
 
 
 def test_a_stamp_waits_for_the_objects_it_names(repo: Path) -> None:
@@ -232,7 +244,7 @@ for n in range(3):
 """
 
 
-@pytest.mark.parametrize("nth", [1, 2])
+@pytest.mark.parametrize("nth", [2, 3])  # the first pack is the first checkpoint's
 def test_a_kill_between_pack_and_index_leaves_a_sound_repository(repo: Path, nth: int) -> None:
     ckpt(repo, "task", "start", "k", "--goal", "killed")
     env = dict(os.environ, GIT_CKPT_CRASH_AT=f"objects.pack@{nth}")
@@ -240,7 +252,7 @@ def test_a_kill_between_pack_and_index_leaves_a_sound_repository(repo: Path, nth
     assert proc.returncode == -signal.SIGKILL
     # the killed checkpoint is not committed: the tip is the one before it, complete
     subject = git(repo, "log", "-1", "--format=%s", "refs/agent/checkpoints/k")
-    assert subject.endswith("the first snapshot scans in full" if nth == 1 else ": k0")
+    assert subject.endswith("the first snapshot scans in full" if nth == 2 else ": k0")
     # the pack without its index is not one git reads: nothing names its objects
     orphans = [
         p
@@ -249,10 +261,29 @@ def test_a_kill_between_pack_and_index_leaves_a_sound_repository(repo: Path, nth
     ]
     assert len(orphans) == 1
     fsck(repo)
+    left_doctor_removes_the_keep(repo, orphans[0].with_suffix(".keep"))
     shown = ckpt(repo, "verify").output
     assert "0 error(s), 0 warning(s)" in shown and "0 missing objects" in shown
     ckpt(repo, "create", "-t", "k", "-m", "after the kill")  # and work goes on
     fsck(repo)
+
+
+def left_doctor_removes_the_keep(repo: Path, left: Path) -> None:
+    """The killed writer left its pack kept (never repacked): `git ckpt doctor` removes
+    that `.keep` once no process holds it; a `.keep` of the user's own stays."""
+    assert left.read_text().startswith("git ckpt: objects of a write in progress")
+    pack_dir = left.parent
+    mine = pack_dir / ("pack-" + "0" * 40 + ".keep")
+    mine.write_text("kept by hand\n")
+    past = time.time() - 3600
+    for path in pack_dir.iterdir():  # its temporary index too: long left
+        os.utime(path, (past, past))
+    doc = json.loads(ckpt(repo, "doctor", "--json").stdout)
+    found = {os.path.basename(f["path"]): f for f in doc["findings"]}
+    assert found[left.name]["action"] == "removed"
+    assert found[left.name]["kind"] == "keep file of an unfinished checkpoint"
+    assert not left.exists() and mine.exists() and mine.name not in found
+    mine.unlink()
 
 
 def test_fsync_object_files_syncs_the_pack(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,13 +299,13 @@ def test_fsync_object_files_syncs_the_pack(repo: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(os, "fsync", counting)
     r = GitRepo.discover(str(repo))
     with r.batched_objects():
-        for i in range(object_batch.PACK_MIN):
+        for i in range(8):
             r.write_blob(b"not synced %d\n" % i)
     assert synced == []
     git(repo, "config", "core.fsyncObjectFiles", "true")
     r = GitRepo.discover(str(repo))
     with r.batched_objects():
-        for i in range(object_batch.PACK_MIN):
+        for i in range(8):
             r.write_blob(b"synced %d\n" % i)
     assert len(synced) == 3  # the pack, its index, the directory
     fsck(repo)

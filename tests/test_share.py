@@ -93,6 +93,7 @@ def test_diverged_event_logs_are_united_without_loss(clones: tuple[Path, Path, P
         "ref": "refs/agent/events/t",
         "action": "merged",
         "detail": "3 event(s)",
+        "local": False,
     }
     ckpt(b, "fetch")
     assert git(a, "rev-parse", "refs/agent/events/t") == git(b, "rev-parse", "refs/agent/events/t")

@@ -5,6 +5,7 @@ another task's, a moved or rewound ref, concurrent writers)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from conftest import git
-from helpers import ckpt, forge_event, remote_and_clones, settle, walked
+from helpers import ckpt, ckpt_json, forge_event, remote_and_clones, settle, walked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import git_agentckpt
 from git_agentckpt.daemon import find as daemon_find
 from git_agentckpt.model import JSON, NewEvent
+from git_agentckpt.sealed import write_sealed
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state import TaskView, read_task
 from git_agentckpt.store.state_cache import StateCache
@@ -94,7 +96,7 @@ def test_a_tampered_or_garbage_cache_is_ignored(repo: Path) -> None:
     # the same key, a forged state, the old digest: the digest no longer matches
     path.write_bytes(head + b"\n" + json.dumps(obj).encode())
     assert warm(repo) == truth
-    for garbage in (b"", b"\x00\xff" * 100, head, b"git-ckpt state cache v1 00\n{}"):
+    for garbage in (b"", b"\x00\xff" * 100, head, b"git-ckpt sealed v2 00\n{}"):
         path.write_bytes(garbage)
         assert warm(repo) == truth
     # a whole file of another key (another task's log tip) is never used for this one
@@ -108,10 +110,8 @@ def test_a_tampered_or_garbage_cache_is_ignored(repo: Path) -> None:
     assert warm(repo) == truth
 
 
-def test_a_forged_cache_with_a_valid_digest_but_a_stale_key_is_ignored(repo: Path) -> None:
-    """The digest only proves the file is whole: the key is checked against the refs."""
-    import hashlib
-
+def test_a_forged_cache_with_a_valid_seal_but_a_stale_key_is_ignored(repo: Path) -> None:
+    """The seal only proves who wrote the file: its key is checked against the refs."""
     start(repo)
     cold(repo)
     (path,) = cache_dir(repo).glob("*.json")
@@ -119,12 +119,52 @@ def test_a_forged_cache_with_a_valid_digest_but_a_stale_key_is_ignored(repo: Pat
     obj = json.loads(path.read_bytes().split(b"\n", 1)[1])
     obj["state"]["goal"] = "forged"
     obj["key"]["events"] = "f" * 40  # a log tip that is not the ref's, nor on its chain
-    data = json.dumps(obj).encode()
-    path.write_bytes(
-        f"git-ckpt state cache v1 {hashlib.sha256(data).hexdigest()}\n".encode() + data
-    )
+    write_sealed(str(path), json.dumps(obj))  # sealed with this user's own key
     state, _ = warm(repo)
     assert state is not None and state["goal"] == "g" and state["current_step"] == "s1"
+
+
+def reseal_without_the_key(path: Path, old: bytes, new: bytes) -> None:
+    """Edit a cache file and seal it again as anyone can: its header's words, then the
+    sha256 of the payload (the seal of format v1; issue 26 item 6)."""
+    head, payload = path.read_bytes().split(b"\n", 1)
+    assert old in payload
+    payload = payload.replace(old, new)
+    words = head.rsplit(b" ", 1)[0]
+    path.write_bytes(words + b" " + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def test_a_cache_edited_and_sealed_again_is_never_shown(repo: Path) -> None:
+    """Issue 26 item 6: the goal edited in `.git/agent/state/*.json` and the file sealed
+    again by hand was shown by `task show` and `resume --brief-only` (the brief a
+    compaction hook gives the agent). The seal is keyed with a secret outside the
+    repository: such a file is ignored and the state read from the refs."""
+    start(repo)
+    ckpt(repo, "create", "-t", "t", "-m", "c1")
+    ckpt(repo, "step", "start", "t", "s1")
+    assert ckpt_json(repo, "task", "show", "t")["goal"] == "g"
+    settle(repo)  # the cache files a served call writes after its answer
+    (path,) = cache_dir(repo).glob("*.json")
+    reseal_without_the_key(path, b'"goal":"g"', b'"goal":"forged"')
+    assert ckpt_json(repo, "task", "show", "t")["goal"] == "g"
+    brief = ckpt(repo, "resume", "--brief-only", "t").stdout
+    assert "**Goal:** g\n" in brief and "forged" not in brief
+    # the key is the user's, outside the repository, readable by the user alone
+    key = Path(os.environ["XDG_CONFIG_HOME"]) / "git-ckpt" / "cache-key"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_text().strip()) == 64
+
+
+def test_without_a_key_nothing_is_cached(repo: Path, monkeypatch: Any) -> None:
+    """A user's config dir where no key can be made (here a file): no cache file is
+    written or read, and the state comes from the refs each time."""
+    blocked = repo.parent / "not-a-dir"
+    blocked.write_text("a file\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(blocked))
+    start(repo)
+    ckpt(repo, "step", "start", "t", "s1")
+    assert ckpt_json(repo, "task", "show", "t")["current_step"] == "s1"
+    settle(repo)
+    assert list(cache_dir(repo).glob("*.json")) == []
 
 
 def test_moved_refs_invalidate_it(repo: Path) -> None:

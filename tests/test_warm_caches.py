@@ -19,7 +19,7 @@ from daemon_helpers import ok, running_status, serving, wait_for
 from helpers import ckpt, settle
 
 import git_agentckpt
-from git_agentckpt import after_reply
+from git_agentckpt import after_reply, sealed
 from git_agentckpt.api import Checkpointer
 from git_agentckpt.model import NewEvent, dumps
 from git_agentckpt.store import chain_cache, log_index, state_cache
@@ -144,20 +144,20 @@ def test_deferred_cache_writes_are_read_back_then_written_once(repo: Path) -> No
     process reads what it would have written; then the last payload is written, once."""
     ck = long_task(repo)
     path = log_index._path(ck.log, TaskName("t"))
-    before = state_cache.read_sealed(path)
+    before = sealed.read_sealed(path)
     after_reply.defer_in_this_process()
     try:
-        state_cache.write_sealed(path, '{"first":1}')
-        state_cache.write_sealed(path, '{"last":2}')
-        assert state_cache.read_sealed(path) == '{"last":2}'
+        sealed.write_sealed(path, '{"first":1}')
+        sealed.write_sealed(path, '{"last":2}')
+        assert sealed.read_sealed(path) == '{"last":2}'
         assert Path(path).read_text().endswith(before or "")  # the file is untouched
         assert after_reply.run_queued() == 1  # one job writes every pending file
-        assert state_cache.read_sealed(path) == '{"last":2}'
+        assert sealed.read_sealed(path) == '{"last":2}'
         assert Path(path).read_text().endswith('{"last":2}')
-        assert not state_cache._unwritten
+        assert not sealed._unwritten
     finally:
         after_reply.stop_deferring()
-        state_cache._unwritten.clear()
+        sealed._unwritten.clear()
 
 
 def test_reported_slots() -> None:
@@ -204,7 +204,7 @@ def test_a_served_call_writes_its_caches_after_its_answer_and_the_daemon_reads_t
     def caches_at_tip() -> bool:
         # written after the answer, at the tip the call left (`warm_caches.after_append`
         # brings them there: the index first, the state cache in a later write)
-        raw = state_cache.read_sealed(index)
+        raw = sealed.read_sealed(index)
         state = state_cache.StateCache(str(repo / ".git")).load("t")
         index_tip = raw is not None and json.loads(raw)["tip"] == tip
         return index_tip and state is not None and state.key.events == tip

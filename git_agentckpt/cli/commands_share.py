@@ -13,6 +13,7 @@ from git_agentckpt.errors import CkptError, ConflictError, CorruptError
 
 if TYPE_CHECKING:
     from git_agentckpt.api import ShareResult
+    from git_agentckpt.store.share import RefResult
 
 _FLAGS = {" ": "updated", "*": "new", "=": "up to date", "!": "rejected", "+": "forced"}
 
@@ -22,10 +23,13 @@ def _report(ctx: click.Context, result: ShareResult, as_json: bool, pushing: boo
     blocked = result.blocked
     damaged = [r for r in blocked if r.action == "damaged"]
     error: CkptError | None = None
-    if damaged:  # someone else's record failed validation: only its own refs wait
+    if damaged:  # a record failed validation: only its own refs wait
+        here = [r.ref for r in damaged if r.local]
         error = CorruptError(
-            "not shared: " + "; ".join(f"{r.ref} damaged ({r.detail})" for r in damaged),
-            hint="the rest was shared; ask that clone's owner to check it with `git ckpt list`",
+            "not shared: " + "; ".join(_damaged(r) for r in damaged),
+            hint=f"the rest was shared; `git ckpt verify` tells what is wrong with {here[0]}"
+            if here
+            else "the rest was shared; ask that clone's owner to check it with `git ckpt list`",
         )
     elif blocked:
         error = ConflictError(
@@ -42,7 +46,8 @@ def _report(ctx: click.Context, result: ShareResult, as_json: bool, pushing: boo
         click.echo(f"from {result.remote}:" if result.fetched else none)
         width = max((len(r.ref) for r in result.fetched), default=0)
         for r in result.fetched:
-            click.echo(f"  {r.ref:<{width}}  {r.action}" + (f": {r.detail}" if r.detail else ""))
+            action = r.action + " here" * r.local
+            click.echo(f"  {r.ref:<{width}}  {action}" + (f": {r.detail}" if r.detail else ""))
         if pushing:
             counts: dict[str, int] = {}
             for p in result.pushed:
@@ -53,6 +58,12 @@ def _report(ctx: click.Context, result: ShareResult, as_json: bool, pushing: boo
     if error is not None:
         click.echo(f"git ckpt: error: {error.one_line()}", err=True)
         ctx.exit(int(error.exit_status))
+
+
+def _damaged(r: RefResult) -> str:
+    """One damaged ref: where, why, and what waits with it (`ShareResult.held_back`)."""
+    waits = ", with its task's checkpoint and reports" if r.holds_task else ""
+    return f"{r.ref} damaged{' here' * r.local} ({r.detail}){waits}"
 
 
 @cli.command()

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from git_agentckpt.display import escape_control
 from git_agentckpt.errors import CorruptError, UnknownVersion, UsageError
+from git_agentckpt.sealed import user_file
 
 __all__ = [
     "TRUST_VERSION",
@@ -48,10 +49,8 @@ _MIN_PREFIX = 8
 
 
 def default_trust_path() -> Path:
-    """`$XDG_CONFIG_HOME/git-ckpt/trust`; a relative or empty XDG value is ignored."""
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
-    return base / "git-ckpt" / "trust"
+    """`$XDG_CONFIG_HOME/git-ckpt/trust` (`sealed.user_file`)."""
+    return Path(user_file("trust"))
 
 
 def fingerprint(repo_id: str, argv: Sequence[str]) -> str:

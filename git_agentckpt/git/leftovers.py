@@ -5,7 +5,9 @@ place; a writer killed in between leaves the lock, and every later update of
 that file fails ("Unable to create '….lock': File exists") until someone
 removes it. Object writers leave `tmp_*` files in `objects/` the same way
 (git's `tmp_obj_*`, `tmp_pack_*`, `tmp_idx_*`; libgit2's `tmp_object_git2_*`):
-harmless, but they hold disk space.
+harmless, but they hold disk space. A checkpoint keeps the packs it writes
+(`object_batch.py`: a `pack-*.keep` it holds open until its refs moved); a killed
+one leaves the `.keep`, and its pack is never repacked or pruned.
 
 This module finds those files and tells, from `/proc` (Linux), which live
 processes have them open and which git processes run in the repository: git
@@ -26,11 +28,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from git_agentckpt.git.object_batch import KEEP_NOTE
+
 if TYPE_CHECKING:  # git/repo.py imports this module to break stale ref locks
     from git_agentckpt.git.repo import GitRepo
 
 LOCK = "lock"
 TEMPORARY = "temporary object file"
+KEEP = "keep file of an unfinished checkpoint"
 GONE = "it went away meanwhile (its writer finished)"
 # The lock files of a git directory that git, libgit2 or git ckpt take (relative paths;
 # a trailing "/" walks the directory for every `*.lock` below it).
@@ -117,6 +122,7 @@ def _candidates(repo: GitRepo) -> Iterator[tuple[str, str]]:
     for directory in [objects, *subdirs]:
         if not os.path.basename(directory).startswith(("info", "incoming-")):
             yield from _temporary_in(directory)
+    yield from _our_keeps(os.path.join(objects, "pack"))
 
 
 def _temporary_in(directory: str) -> Iterator[tuple[str, str]]:
@@ -128,6 +134,23 @@ def _temporary_in(directory: str) -> Iterator[tuple[str, str]]:
                     yield entry.path, TEMPORARY
     except OSError:
         return
+
+
+def _our_keeps(pack_dir: str) -> Iterator[tuple[str, str]]:
+    """The `.keep` files a checkpoint writes (`object_batch.KEEP_NOTE`), not the user's."""
+    mark = KEEP_NOTE.split("{", 1)[0].encode()
+    try:
+        with os.scandir(pack_dir) as it:
+            keeps = [e.path for e in it if e.name.endswith(".keep") and e.is_file()]
+    except OSError:
+        return
+    for path in keeps:
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(len(mark)) == mark:
+                    yield path, KEEP
+        except OSError:
+            continue
 
 
 def left_file(path: str, kind: str) -> LeftFile | None:

@@ -16,7 +16,16 @@ checkpoint's time at 10k files. Inside `GitRepo.batched_objects()`:
   deltas, as `git pack-objects --window=0` writes), before anything outside
   this process can name them: before a ref moves (`cas_ref`), before git runs
   (`run_git`), before the watcher's stamp names a tree, and when the batch ends
-  (`flush_all`). Fewer than `PACK_MIN` objects are written loose, as before.
+  (`flush_all`), however few they are.
+
+Each pack a batch writes is kept (`pack-*.keep`, created before the pack is renamed
+into place, held open, removed when the batch ends): `git repack -a -d` and
+`git gc --prune=now` never delete a kept pack, so a concurrent one cannot take the
+objects of a checkpoint between their write and the ref transaction that names
+them (a pack that nothing named yet is unreachable, and `repack -a -d` drops
+unreachable packed objects). The batch ends after the transaction, once the refs
+name the objects. A `.keep` a killed writer left (nobody holds it open) is removed
+by `git ckpt doctor`; until then its pack is only kept out of repacks.
 
 A `kill -9` before the write loses objects nothing named yet. The pack is
 renamed into place before its index, as git does (a pack is found by its
@@ -35,7 +44,7 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pygit2
 
@@ -44,7 +53,8 @@ from git_agentckpt.git.discover import second_handle
 from git_agentckpt.git.syserr import last_error_message, translated
 
 PACK_OBJECTS = "ckpt.packObjects"  # false: no batch, no packing (`packing.enabled`)
-PACK_MIN = 8  # objects: below this a batch is written loose (a pack costs ~0.5 ms)
+TMP_TRIES = 5  # writes of a pack whose temporary files a concurrent prune removed
+KEEP_NOTE = "git ckpt: objects of a write in progress (pid {pid}); removed once its refs moved\n"
 MAX_PENDING_BYTES = 32 << 20  # a batch holding more is written out at the next write
 _WRITE_PRIORITY = 1000  # before git's own backends (pack: 2, loose: 1)
 _READ_PRIORITY = 0  # after them
@@ -105,6 +115,7 @@ class Batch:
     objects_dir: str
     memory: MemoryObjects
     durable: bool = False  # core.fsyncObjectFiles: the pack is synced to disk
+    kept: list[KeptPack] = field(default_factory=list)  # its packs' .keep, until it ends
     _writer: pygit2.Repository | None = None
 
     @property
@@ -141,15 +152,18 @@ def open_batch(
 
 
 def close_batch(batch: Batch) -> None:
-    """Write out what the batch holds, and the writes waiting for it; forget it."""
+    """Write out what the batch holds, and the writes waiting for it; forget it. Its
+    packs are no longer kept: whatever was to name their objects has run."""
     try:
         flush_all()
     finally:
         _OPEN.pop(id(batch.repo), None)
+        while batch.kept:
+            batch.kept.pop().release()
 
 
 def flush(batch: Batch) -> None:
-    """Write the batch's objects: a pack, or loose when few (module doc)."""
+    """Write the batch's objects as one kept pack (module doc)."""
     items = list(batch.objects.items())
     if not items:
         return
@@ -157,31 +171,9 @@ def flush(batch: Batch) -> None:
     batch.objects.clear()
     batch.memory.pending_bytes = 0
     with translated("cannot write to the object store", batch.objects_dir):
-        if len(items) >= PACK_MIN:
-            rows = [(o.raw, k, d) for o, (k, d) in items]
-            write_pack(os.path.join(batch.objects_dir, "pack"), rows, durable=batch.durable)
-        else:
-            odb = batch.repo.odb
-            for _oid, (kind, data) in items:
-                try:
-                    odb.write(kind, data)  # the loose backend is the first writer of `repo`
-                except pygit2.GitError:
-                    _why_not_written(batch.objects_dir, data)
-                    raise
-
-
-def _why_not_written(objects_dir: str, data: bytes) -> None:
-    """After libgit2 failed to write a loose object (its message may name a lookup, not
-    the write): the OSError a write of that size meets there now (a full disk), if any."""
-    path = os.path.join(objects_dir, f"tmp_ckpt_probe_{os.getpid()}")
-    try:
-        with open(path, "wb") as fh:
-            fh.write(zlib.compress(data, 1))
-            fh.flush()
-            os.fsync(fh.fileno())
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        rows = [(o.raw, k, d) for o, (k, d) in items]
+        pack_dir = os.path.join(batch.objects_dir, "pack")
+        write_pack(pack_dir, rows, durable=batch.durable, kept=batch.kept)
 
 
 # writes that name objects still in memory, done once those are on disk (`when_on_disk`)
@@ -211,6 +203,13 @@ def when_on_disk(action: Callable[[], None]) -> None:
         _DEFERRED.append(action)
     else:
         action()
+
+
+def holds(oid: str) -> bool:
+    """Whether an open batch holds object `oid` in memory (it reaches the disk in a kept
+    pack before anything names it)."""
+    key = pygit2.Oid(hex=oid)
+    return any(key in batch.objects for batch in _OPEN.values())
 
 
 def over_budget(batch: Batch) -> bool:
@@ -263,11 +262,47 @@ def pack_bytes(objects: list[tuple[bytes, int, bytes]]) -> tuple[bytes, bytes]:
     return bytes(body), bytes(index)
 
 
+@dataclass
+class KeptPack:
+    """The `.keep` of a pack a batch wrote, held open until `release` (while a process
+    has it open, `git ckpt doctor` leaves it: `git/leftovers.py`)."""
+
+    path: str
+    fd: int
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        os.close(self.fd)
+
+
+def _keep(pack_dir: str, name: str) -> KeptPack | None:
+    """A `.keep` for pack `name`, made before the pack is in place (None: one exists: the
+    same pack, written by another batch that keeps it)."""
+    path = os.path.join(pack_dir, name + ".keep")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    except FileExistsError:
+        return None
+    kept = KeptPack(path, fd)
+    try:
+        os.write(fd, KEEP_NOTE.format(pid=os.getpid()).encode())
+    except OSError:
+        kept.release()
+        raise
+    return kept
+
+
 def write_pack(
-    pack_dir: str, objects: list[tuple[bytes, int, bytes]], *, durable: bool = False
+    pack_dir: str,
+    objects: list[tuple[bytes, int, bytes]],
+    *,
+    durable: bool = False,
+    kept: list[KeptPack] | None = None,
 ) -> str:
     """Write `objects` as `pack-<checksum>.pack` and `.idx` in `pack_dir`: each to a
     temporary file first, the pack renamed into place before its index. The name.
+    With `kept`, a `.keep` is made first and added to it (module doc).
 
     `durable` (`core.fsyncObjectFiles`, which libgit2 and git honour for the loose
     objects these replace): both files and the directory are synced to disk, so a
@@ -278,13 +313,17 @@ def write_pack(
         raise ValueError("a batch of objects too large for one pack")
     name = "pack-" + body[-20:].hex()
     os.makedirs(pack_dir, exist_ok=True)
-    with (
-        _temporary(pack_dir, "tmp_pack_", body, durable) as tmp_pack,
-        _temporary(pack_dir, "tmp_idx_", index, durable) as tmp_idx,
-    ):
-        os.replace(tmp_pack, os.path.join(pack_dir, name + ".pack"))
-        crash_point("objects.pack")
-        os.replace(tmp_idx, os.path.join(pack_dir, name + ".idx"))
+    if kept is not None and (keep := _keep(pack_dir, name)) is not None:
+        kept.append(keep)
+    for tries in range(1, TMP_TRIES + 1):
+        try:
+            _place(pack_dir, name, (body, index), durable)
+            break
+        except FileNotFoundError as exc:
+            # `git prune --expire=now` removes `tmp_*` files of objects/pack written
+            # within its second: write them again
+            if tries == TMP_TRIES or not os.path.basename(str(exc.filename)).startswith("tmp_"):
+                raise
     if durable:
         fd = os.open(pack_dir, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -292,6 +331,17 @@ def write_pack(
         finally:
             os.close(fd)
     return name
+
+
+def _place(pack_dir: str, name: str, files: tuple[bytes, bytes], durable: bool) -> None:
+    """The pack and its index through temporary files, the pack renamed in first."""
+    with (
+        _temporary(pack_dir, "tmp_pack_", files[0], durable) as tmp_pack,
+        _temporary(pack_dir, "tmp_idx_", files[1], durable) as tmp_idx,
+    ):
+        os.replace(tmp_pack, os.path.join(pack_dir, name + ".pack"))
+        crash_point("objects.pack")
+        os.replace(tmp_idx, os.path.join(pack_dir, name + ".idx"))
 
 
 @contextlib.contextmanager

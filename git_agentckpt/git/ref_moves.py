@@ -12,7 +12,7 @@ from typing import TypeVar
 import pygit2
 from pygit2.ffi import C
 
-from git_agentckpt.errors import CorruptError, RepositoryError
+from git_agentckpt.errors import ConflictError, CorruptError, RepositoryError
 from git_agentckpt.git.object_batch import flush_all
 from git_agentckpt.git.ref_create import create_ref
 from git_agentckpt.git.ref_txn import RefMove, move_refs
@@ -21,6 +21,20 @@ from git_agentckpt.retry import retry
 
 STALE_LOCK_SECONDS = 5.0
 T = TypeVar("T")
+
+
+class ObjectGone(ConflictError):
+    """A transaction would name an object that is no longer stored: a concurrent `git gc
+    --prune=now` (or `git prune`) took it before anything named it. Nothing moved;
+    writing the objects again and retrying succeeds (a checkpoint does so itself)."""
+
+    def __init__(self, ref: str, oid: str) -> None:
+        super().__init__(
+            f"{ref} would name object {oid}, which is no longer stored (a concurrent "
+            "`git gc --prune=now` or `git prune` removed it): nothing was changed",
+            hint="run the command again",
+        )
+        self.oid = oid
 
 
 def retry_cas(attempt: Callable[[], T | None], what: str, tries: int = 200) -> T:
@@ -36,6 +50,9 @@ class RefMoves:
     workdir: str
 
     def exists(self, oid: str) -> bool:
+        raise NotImplementedError  # GitRepo's
+
+    def first_missing(self, commit: str) -> str | None:
         raise NotImplementedError  # GitRepo's
 
     def read_ref(self, name: str) -> str | None:
@@ -76,7 +93,15 @@ class RefMoves:
     def cas_refs(self, moves: Sequence[RefMove], message: str) -> bool:
         """Move every ref of `moves` from its old value, or none (`git/ref_txn.py`). False:
         one was not at its old value, or was locked (a lock left by a killed writer is
-        broken, as `cas_ref` does). A single ref moves in this process (`cas_ref`)."""
+        broken, as `cas_ref` does). A single ref moves in this process (`cas_ref`).
+
+        Right before, with the objects in memory on disk, each new commit is checked to
+        be stored with what it adds to its parent's tree (`ObjectGone` if not)."""
+        flush_all()
+        for move in moves:
+            missing = self.first_missing(move.new)
+            if missing is not None:
+                raise ObjectGone(move.ref, missing)
         if len(moves) == 1:
             return self.cas_ref(moves[0].ref, moves[0].new, moves[0].old, message)
         if move_refs(self.workdir, self.common_dir, moves, message):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeVar, cast
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType
@@ -29,7 +29,7 @@ from git_agentckpt.git.large import DEFAULT_MAX_FILE_SIZE
 from git_agentckpt.git.ref_moves import RefMoves
 from git_agentckpt.git.run import keep_object_dirs, stream_records, target, untarget
 from git_agentckpt.git.signing import Identity, commit_signed, signing_of
-from git_agentckpt.git.syserr import translated
+from git_agentckpt.git.syserr import stored
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # libgit2 keeps no tree above 4 KiB in its object cache: a directory of 2,500 entries
@@ -40,6 +40,7 @@ TREE_CACHE_LIMIT = 1 << 20
 pygit2.settings.cache_object_limit(ObjectType.TREE, TREE_CACHE_LIMIT)
 
 _TREE_MODE = 0o040000
+T = TypeVar("T")
 
 
 def _kind(mode: int) -> int:
@@ -155,10 +156,10 @@ class GitRepo(RefMoves):
 
     # -- objects ------------------------------------------------------------
 
-    def _writing(self) -> contextlib.AbstractContextManager[None]:
-        """Object writes: a full disk, read-only store or permission is a SystemRefused."""
-        objects = os.path.join(self.common_dir, "objects")
-        return translated("cannot write to the object store", objects)
+    def _stored(self, write: Callable[[], T]) -> T:
+        """An object write: a full disk, read-only store or permission is a SystemRefused;
+        a race with `git repack` is written again (`syserr.stored`)."""
+        return stored(write, os.path.join(self.common_dir, "objects"))
 
     @contextlib.contextmanager
     def batched_objects(self) -> Iterator[None]:
@@ -192,25 +193,26 @@ class GitRepo(RefMoves):
     def empty_tree(self) -> str:
         """The empty tree, written to the object store (git fsck wants it stored)."""
         if not self._empty_tree_written:
-            with self._writing():
-                self._writer().TreeBuilder().write()
+            self._stored(lambda: self._writer().TreeBuilder().write())
             self._empty_tree_written = True
         return EMPTY_TREE
 
     def write_blob(self, data: bytes) -> str:
         """Store `data` as is: callers pass redacted data (`store/redaction.py`)."""
-        with self._writing():
-            return str(self._writer().create_blob(data))
+        return str(self._stored(lambda: self._writer().create_blob(data)))
 
     def write_blob_from_file(self, path: str) -> str:
         """Store the bytes of the file at `path` as they are (no filter applies). Read here
         below 64 MiB: libgit2's own file read costs ~4.4 ms the first time in a process
         (it sets its filters up), which a daemon child pays at every call."""
-        with self._writing():
+
+        def write() -> pygit2.Oid:
             if os.path.getsize(path) >= 64 << 20:
-                return str(self._repo.create_blob_fromdisk(path))
+                return self._repo.create_blob_fromdisk(path)
             with open(path, "rb") as fh:
-                return str(self._writer().create_blob(fh.read()))
+                return self._writer().create_blob(fh.read())
+
+        return str(self._stored(write))
 
     def read_blob(self, oid: str) -> bytes:
         obj = self._lookup(oid)
@@ -273,8 +275,7 @@ class GitRepo(RefMoves):
                     builder.remove(name)
             else:
                 builder.insert(name, pygit2.Oid(hex=oid), mode)
-        with self._writing():
-            return str(builder.write())
+        return str(self._stored(builder.write))
 
     def tree_entries(self, tree_id: str) -> dict[str, tuple[str, int]]:
         """The direct entries of one tree: {name: (oid, mode)}."""
@@ -347,8 +348,7 @@ class GitRepo(RefMoves):
                 sig, sig, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]
             ),
         )
-        with self._writing():
-            return str(self._writer().odb.write(ObjectType.COMMIT, raw))
+        return str(self._stored(lambda: self._writer().odb.write(ObjectType.COMMIT, raw)))
 
     def commit_text(self, oid: str) -> tuple[str, str]:
         """A commit's header (tree, parents, author, committer, …) and message, as stored,
@@ -443,6 +443,39 @@ class GitRepo(RefMoves):
         self._diff_into(old_tree, new_tree, "", type_changes, out)
         out.sort(key=lambda c: c.path)
         return out
+
+    def first_missing(self, commit: str) -> str | None:
+        """The first object `commit` needs that is not stored: itself, or something its
+        tree holds that its first parent's tree does not share (None: all are there).
+        What the parent names was stored before; a concurrent `git gc --prune=now` may
+        have taken what is new. Costs the directories on the changed paths."""
+        if not self.exists(commit):
+            return commit
+        try:
+            info = self.read_commit(commit)
+        except NotFound:  # a tree or blob (a pin): stored, and checked with its commit
+            return None
+        base = self.read_commit(info.parents[0]).tree if info.parents else None
+        return self._missing_under(info.tree, base)
+
+    def _missing_under(self, tree: str, base: str | None) -> str | None:
+        if tree == base:
+            return None
+        if not self.exists(tree):
+            return tree
+        before = self._entries(base)
+        for name, entry in self._entries(tree).items():
+            old = before.get(name)
+            if (old is not None and old.id == entry.id) or entry.filemode == FileMode.COMMIT:
+                continue  # shared, or a submodule's commit (never stored here)
+            if entry.filemode == FileMode.TREE:
+                sub = str(old.id) if old is not None and old.filemode == FileMode.TREE else None
+                found = self._missing_under(str(entry.id), sub)
+            else:
+                found = None if self.exists(str(entry.id)) else str(entry.id)
+            if found is not None:
+                return found
+        return None
 
     def _entries(self, tree_id: str | None) -> dict[str, pygit2.Object]:
         """A tree's entries by name, as libgit2's objects (their modes and ids are read

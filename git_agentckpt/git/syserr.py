@@ -20,8 +20,9 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import pygit2
 from pygit2.ffi import C, ffi
@@ -29,6 +30,8 @@ from pygit2.ffi import C, ffi
 from git_agentckpt.errors import FILE_SYSTEM_WIDE, SystemRefused, errno_in_text, system_refused
 
 _QUOTED_PATH = re.compile(r"'(/[^']+)'")
+T = TypeVar("T")
+WRITE_TRIES = 20
 
 
 def last_error_class() -> int:
@@ -87,6 +90,31 @@ def translated(doing: str, path: str) -> Iterator[None]:
         if refused is None:
             raise
         raise refused from exc
+
+
+def stored(write: Callable[[], T], objects_dir: str) -> T:
+    """`write()`, an object write through libgit2, with a system refusal translated
+    (`translated`); a write that lost its fan-out directory is made again.
+
+    libgit2 writes a loose object to a temporary file in `objects/`, makes the
+    directory `objects/xx/` and renames the file into it. `git prune-packed`, which
+    ends every `git repack -d` and `git gc`, removes each fan-out directory it finds
+    empty: one removed between the two steps fails the rename ("failed to rename
+    lockfile ...: No such file or directory"), a race a second write does not meet."""
+    tries = 0
+    while True:
+        try:
+            with translated("cannot write to the object store", objects_dir):
+                return write()
+        except OSError as exc:
+            tries += 1
+            if tries >= WRITE_TRIES or not _lost_fanout(exc):
+                raise
+
+
+def _lost_fanout(exc: OSError) -> bool:
+    text = str(exc)
+    return "failed to rename lockfile" in text and os.strerror(errno.ENOENT) in text
 
 
 def git_failure(

@@ -11,6 +11,12 @@ Pushes are `--atomic`: without it git moves each ref of a push in its own
 transaction, so a checkpoint ref could land without its event log. A push
 only fast-forwards (no `+`): a remote ref that moved since we fetched makes
 git refuse the whole push, which is the compare-and-swap of the remote side.
+
+Both run with `GIT_REF_PARANOIA=0`: git then skips a ref of ours at an object that
+is not stored when it lists every ref (the objects a fetch need not ask for, its
+connectivity check), instead of failing the whole fetch or push with "did not send
+all necessary objects". Such a ref is named and left out by the caller
+(`store/share.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ _FSCK_ERROR = re.compile(r"^error: object ([0-9a-f]{40,64}): (\w+): (.*)$", re.M
 _LOCK_EXISTS = re.compile(r"^(remote: )?.*Unable to create '([^']+\.lock)': File exists", re.M)
 _UNPACK_FAILED = ("remote unpack failed", "(unpacker error)")
 URL_HINT = "check the remote's name or URL and your access to it"
+_SKIP_BROKEN_REFS = {"GIT_REF_PARANOIA": "0"}  # module doc
 
 
 def remote_key(repo: GitRepo, remote: str) -> str:
@@ -53,10 +60,10 @@ def _run(
 ) -> subprocess.CompletedProcess[bytes]:
     """git with `--progress` when `on_progress` takes its meters (read as git writes them)."""
     if on_progress is None:
-        return run_git(args, cwd=repo.workdir, check=False)
+        return run_git(args, cwd=repo.workdir, env=_SKIP_BROKEN_REFS, check=False)
     at = args.index("--")  # --quiet would silence the local side's meters (unpacking)
     args = [*(a for a in args[:at] if a != "--quiet"), "--progress", *args[at:]]
-    return run_git_streaming(args, cwd=repo.workdir, on_stderr=on_progress)
+    return run_git_streaming(args, cwd=repo.workdir, env=_SKIP_BROKEN_REFS, on_stderr=on_progress)
 
 
 def fetch_into(

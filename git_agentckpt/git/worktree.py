@@ -11,22 +11,38 @@ data back), and it handles nested repositories as gitlinks. Untracked secret pat
 out by a private excludes file, tracked ones are pinned to HEAD's blob
 (`secret_files.py`), so their content never reaches the object store;
 untracked files above the size cap are left out and pinned instead (`large.py`).
+
+The private index names the blobs of the last snapshot, and later snapshots reuse
+them unhashed; a snapshot no checkpoint took (a `check`, a resume's verification)
+names objects nothing else reaches. Each snapshot's tree is therefore kept
+reachable by a ref of the work tree, `refs/ckpt-index/<work tree>` (`pin_tree`),
+so `git gc` never prunes what the private index names.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
-from git_agentckpt.errors import OperationFailed
-from git_agentckpt.git import direct_tree, incremental, large, private_index, unchanged, watch_view
+from git_agentckpt.errors import CorruptError, OperationFailed
+from git_agentckpt.git import (
+    direct_tree,
+    incremental,
+    large,
+    object_batch,
+    private_index,
+    unchanged,
+    watch_view,
+)
 from git_agentckpt.git.changed_since import changed_between
 from git_agentckpt.git.files import write_if_changed
+from git_agentckpt.git.ref_txn import RefMove
 from git_agentckpt.git.repo import GitRepo
 from git_agentckpt.git.run import error_lines, run_git
 from git_agentckpt.git.secret_files import catch_added, pin_secret_entries
@@ -34,6 +50,8 @@ from git_agentckpt.git.stream import run_git_streaming
 from git_agentckpt.git.syserr import git_failure, translated
 
 GITLINK = 0o160000
+PINS = "refs/ckpt-index/"  # the tree each work tree's private index last wrote
+SNAPSHOT_TRIES = 3
 _EMPTY_NESTED = re.compile(r"error: '(.+?)' does not have a commit checked out")
 SYMLINK = 0o120000
 
@@ -159,15 +177,71 @@ def _snapshot_locked(
     on_path: OnPath | None,
 ) -> tuple[str, frozenset[str]]:
     with locked(os.path.join(base, "index.flock")):
-        try:
-            return _add_and_write(repo, secret_paths, base_tree, on_path)
-        except OperationFailed:
+        for tries in range(1, SNAPSHOT_TRIES + 1):
+            try:
+                tree, changed = _add_and_write(repo, secret_paths, base_tree, on_path)
+                if pin_tree(repo, tree):
+                    return tree, changed
+            except OperationFailed:
+                if tries == SNAPSHOT_TRIES:
+                    raise
             # The private index is a cache: if git cannot use it (corrupt, or naming
-            # blobs that `git gc` pruned because no checkpoint kept them), rebuild it
-            # from the user's index once and try again.
-            with suppress(FileNotFoundError):
-                os.unlink(os.path.join(base, "index"))
-            return _add_and_write(repo, secret_paths, base_tree, on_path)
+            # blobs that were pruned before a pin kept them), or a concurrent prune
+            # took the tree before it was pinned, rebuild it from the user's index.
+            _drop_index(base)
+        raise OperationFailed(
+            "cannot snapshot the working tree: a concurrent `git gc --prune=now` kept "
+            "removing its objects",
+            hint="run the command again once git's maintenance has finished",
+        )
+
+
+def pin_ref(repo: GitRepo) -> str:
+    """The ref that keeps this work tree's last snapshot tree reachable."""
+    if repo.git_dir == repo.common_dir:
+        return PINS + "main"
+    name = os.fsencode(os.path.basename(repo.git_dir))
+    return PINS + "worktree-" + hashlib.sha1(name, usedforsecurity=False).hexdigest()[:16]
+
+
+def pin_tree(repo: GitRepo, tree: str) -> bool:
+    """Point this work tree's pin at `tree` (under the index flock): from now on a prune
+    keeps every object of it, whatever checkpoint takes it or not. False: the tree was
+    pruned before the pin could name it. A tree still in a checkpoint's memory
+    (`object_batch.py`) is left to that checkpoint's transaction (`pin_move`): its
+    objects reach the disk in a kept pack, and the transaction moves the pin."""
+    if object_batch.holds(tree):
+        return True
+    if not repo.exists(tree):  # a tree the private index's stamps named, since pruned
+        return False
+    try:
+        repo.update_ref(pin_ref(repo), "git ckpt: the private index's tree", lambda _: tree)
+    except CorruptError:
+        if repo.exists(tree):
+            raise
+        return False
+    return True
+
+
+def pin_move(repo: GitRepo, tree: str) -> RefMove | None:
+    """The move of this work tree's pin to `tree`, the snapshot a checkpoint records, in
+    that checkpoint's transaction (None: the pin names it already)."""
+    ref = pin_ref(repo)
+    old = repo.read_ref(ref)
+    return None if old == tree else RefMove(ref, tree, old)
+
+
+def forget_private_index(repo: GitRepo) -> None:
+    """Drop the private index (the next snapshot re-seeds it and hashes the files again):
+    objects it named are gone (`CheckpointStore.create`)."""
+    base = agent_dir(repo)
+    with locked(os.path.join(base, "index.flock")):
+        _drop_index(base)
+
+
+def _drop_index(base: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(os.path.join(base, "index"))
 
 
 def _add_and_write(

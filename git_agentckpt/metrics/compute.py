@@ -143,14 +143,26 @@ def task_metrics(ws: Workspace, task: TaskName, window: int = DEFAULT_WINDOW) ->
     }
 
 
+def _unless_damaged(ws: Workspace, task: TaskName, window: int) -> dict[str, JSON] | None:
+    """`task_metrics`, or None when the task's records are damaged: named in a warning,
+    the other tasks counted (a task named on the command line fails instead)."""
+    try:
+        return task_metrics(ws, task, window)
+    except CkptError as exc:
+        ws.store.warn(f"task {task}: {exc.one_line()} (skipped)")
+        return None
+
+
 def metrics(
     ws: Workspace, names: Sequence[str] = (), window: int = DEFAULT_WINDOW
 ) -> dict[str, JSON]:
     """The metrics of the tasks named (none: every task with an event log)."""
     check_window(window)
     started = time.perf_counter()
-    tasks = [ws.require_task(n) for n in names] if names else ws.log.tasks()
-    rows = [task_metrics(ws, t, window) for t in tasks]
+    if names:
+        rows = [task_metrics(ws, ws.require_task(n), window) for n in names]
+    else:
+        rows = [row for t in ws.log.tasks() if (row := _unless_damaged(ws, t, window))]
     sums: dict[str, JSON] = {"tasks": len(rows)}
     for row in rows:
         part = row["totals"]

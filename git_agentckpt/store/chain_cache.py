@@ -17,14 +17,13 @@ import itertools
 import json
 
 from git_agentckpt.model import JSON
+from git_agentckpt.sealed import read_sealed, write_sealed
 from git_agentckpt.store.checkpoints import Checkpoint, CheckpointStore
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import (
     StateCache,
-    read_sealed,
     remember,
     task_of_file,
-    write_sealed,
 )
 
 _FIELDS = (

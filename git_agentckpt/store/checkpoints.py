@@ -21,6 +21,7 @@ from git_agentckpt.crashpoint import crash_point
 from git_agentckpt.errors import CkptError, ConflictError, CorruptError, NotFound
 from git_agentckpt.git.large import assertion as large_assertion
 from git_agentckpt.git.notes import note_id, notes_commit, read_note
+from git_agentckpt.git.ref_moves import ObjectGone
 from git_agentckpt.git.ref_txn import RefMove
 from git_agentckpt.git.repo import CommitInfo, GitRepo
 from git_agentckpt.model import (
@@ -312,13 +313,21 @@ class CheckpointStore:
         with self.locked(task), self.repo.batched_objects():
             snap = _Snapshot(self, draft)
             return retry(
-                lambda: self._create_once(task, draft, snap),
+                lambda: self._attempt(task, draft, snap),
                 what=f"checkpoint of {task}",
                 tries=None,
                 deadline_seconds=LOCK_WAIT_SECONDS,
                 max_delay=0.1,
                 exhausted=lambda: self._stuck(task),
             )
+
+    def _attempt(self, task: TaskName, draft: Draft, snap: _Snapshot) -> Checkpoint | None:
+        """One try; a snapshot whose objects a concurrent prune took is taken again."""
+        try:
+            return self._create_once(task, draft, snap)
+        except ObjectGone:
+            snap.forget()
+            return None
 
     def _stuck(self, task: TaskName) -> ConflictError:
         """Why a checkpoint's transaction never went through: a lock another process holds
@@ -385,6 +394,7 @@ class CheckpointStore:
         log_commit, _ = batch.commit_on(plan.events_tip)
         moves = computed_moves(repo, extra.refs)
         moves.append(RefMove(task.events_ref, log_commit, plan.events_tip))
+        moves += snap.pin(tree)
         moves.append(RefMove(task.checkpoints_ref, commit, old))  # last: the commit point
         crash_point("checkpoint.objects")
         self._guard(task, made, old, (plan.events_tip, log_commit))
@@ -509,7 +519,24 @@ class _Snapshot:
     def __init__(self, store: CheckpointStore, draft: Draft) -> None:
         self.store = store
         self.draft = draft
+        self.proven = draft.tree  # the draft's tree, until its objects are found gone
         self.full: tuple[str, Sequence[JSON]] | None = None
+
+    def pin(self, tree: str) -> list[RefMove]:
+        """The move of the work tree's snapshot pin to a full checkpoint's tree, with it
+        (`worktree.pin_move`): a tree its own snapshot left in memory is pinned so."""
+        from git_agentckpt.git.worktree import pin_move
+
+        move = None if self.draft.light else pin_move(self.store.repo, tree)
+        return [move] if move is not None else []
+
+    def forget(self) -> None:
+        """Objects of the snapshot were pruned before the transaction named them: snapshot
+        the disk again with a private index seeded afresh (it named them too)."""
+        from git_agentckpt.git.worktree import forget_private_index
+
+        forget_private_index(self.store.repo)
+        self.proven, self.full = None, None
 
     def tree(self, prev: Checkpoint | None, baseline: str | None) -> tuple[str, Sequence[JSON]]:
         repo, draft = self.store.repo, self.draft
@@ -521,7 +548,7 @@ class _Snapshot:
         if self.full is None:
             from git_agentckpt.git.worktree import large_files
 
-            tree = draft.tree or snapshot_with_progress(repo, draft.secret_paths)
+            tree = self.proven or snapshot_with_progress(repo, draft.secret_paths)
             large = [large_assertion(f) for f in large_files(repo)]
             self.full = tree, by_id([*draft.assertions, *large])
         return self.full

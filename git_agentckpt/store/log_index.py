@@ -19,14 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from git_agentckpt.model import Event, is_stop_signal, is_tool_only
+from git_agentckpt.sealed import read_sealed, write_sealed
 from git_agentckpt.store.events import EventLog, events_of
 from git_agentckpt.store.refs import TaskName
 from git_agentckpt.store.state_cache import (
     StateCache,
-    read_sealed,
     remember,
     task_of_file,
-    write_sealed,
 )
 
 

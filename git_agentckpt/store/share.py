@@ -20,6 +20,12 @@ either side, in write-ahead order:
 diverged checkpoint refs) in one `git push --atomic`, fast-forward only, so
 each remote ref moves only from the value we merged: if another clone pushed
 in between, the push is refused as a whole and we fetch, merge and try again.
+
+A damaged ref of this clone (at an object that is not stored or not a commit, an
+event log whose tip is malformed, a checkpoint ref at no checkpoint) is named
+`damaged` (`local`), neither merged into nor pushed: the rest is shared. git runs
+with `GIT_REF_PARANOIA=0` (`transport.py`), so such a ref no longer fails every
+fetch and push ("did not send all necessary objects").
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from git_agentckpt.model import JSON
 from git_agentckpt.progress import GitMeters
 from git_agentckpt.progress import enabled as progress_enabled
 from git_agentckpt.retry import retry
+from git_agentckpt.store.checkpoints import parse_checkpoint
 from git_agentckpt.store.events import EventLog
 from git_agentckpt.store.guard import ZERO, Update, check_updates
 from git_agentckpt.store.refs import CHECKPOINTS, EVENTS, REPORTS, TaskName
@@ -58,14 +65,20 @@ class RefResult:
     # created | fast-forward | merged | up to date | diverged | refused | damaged | skipped
     action: str
     detail: str = ""
+    local: bool = False  # damaged here, in this clone (not in what the remote sent)
 
     @property
     def blocked(self) -> bool:
         """Ours and theirs stay apart: the ref cannot be pushed."""
         return self.action in ("diverged", "refused", "damaged")
 
+    @property
+    def holds_task(self) -> bool:
+        """An event log: when it is blocked, its task's other refs wait with it."""
+        return self.ref.startswith(EVENTS)
+
     def to_json(self) -> dict[str, JSON]:
-        return {"ref": self.ref, "action": self.action, "detail": self.detail}
+        return {"ref": self.ref, "action": self.action, "detail": self.detail, "local": self.local}
 
 
 @dataclass
@@ -79,6 +92,15 @@ class ShareResult:
     @property
     def blocked(self) -> list[RefResult]:
         return [r for r in self.fetched if r.blocked]
+
+    def held_back(self) -> set[str]:
+        """The refs a push leaves out: the blocked ones and, with a task's blocked event
+        log, its checkpoint and report refs (a checkpoint never lands without its log)."""
+        held = {r.ref for r in self.blocked}
+        for r in self.blocked:
+            if r.holds_task:
+                held |= {CHECKPOINTS + r.ref[len(EVENTS) :], REPORTS + r.ref[len(EVENTS) :]}
+        return held
 
     def to_json(self) -> dict[str, JSON]:
         return {
@@ -108,11 +130,36 @@ def fetch(repo: GitRepo, log: EventLog, remote: str) -> ShareResult:
     crash_point("fetch.mirrored")
     result = ShareResult(remote, mirror)
     theirs = {"refs/" + name[len(mirror) :]: tip for name, tip in repo.list_refs(mirror).items()}
+    ours = {**repo.list_refs("refs/agent/"), **repo.list_refs(NOTES)}
+    here = {
+        r.ref: r for r in (_damaged_here(repo, log, ref, tip) for ref, tip in ours.items()) if r
+    }
     # the remote as commit and reflog messages name it: a URL may carry a password
     shown = log.redactor.text(remote)
-    for ref in sorted(theirs, key=lambda r: (_order(r), r)):
-        result.fetched.append(_integrate(repo, log, ref, theirs[ref], shown, mirror))
+    for ref in sorted(theirs.keys() | here.keys(), key=lambda r: (_order(r), r)):
+        if ref in here:
+            result.fetched.append(here[ref])
+        else:
+            result.fetched.append(_integrate(repo, log, ref, theirs[ref], shown, mirror))
     return result
+
+
+def _damaged_here(repo: GitRepo, log: EventLog, ref: str, tip: str) -> RefResult | None:
+    """`ref` of this clone as `damaged` (`local`) when its tip cannot be shared: not
+    stored, not a commit, an event log whose last commit is malformed, a checkpoint
+    ref at no checkpoint (None: it can be)."""
+    try:
+        info = repo.read_commit(tip)
+        if ref.startswith(EVENTS):
+            log.last_seq_at(tip)
+        elif ref.startswith(CHECKPOINTS) and parse_checkpoint(info) is None:
+            raise CorruptError(f"{tip[:12]} is not a checkpoint commit")
+    except NotFound:
+        why = f"points at {tip[:12]}, which is not a commit stored here"
+        return RefResult(ref, "damaged", why, local=True)
+    except CorruptError as exc:
+        return RefResult(ref, "damaged", exc.one_line(), local=True)
+    return None
 
 
 def _integrate(
@@ -249,11 +296,9 @@ def push(
         attempts += 1
         result = fetch(repo, log, remote)
         result.attempts = attempts
-        blocked = {r.ref for r in result.blocked}
+        held = result.held_back()
         refs = sorted(
-            r
-            for r in {**repo.list_refs("refs/agent/"), **repo.list_refs(NOTES)}
-            if r not in blocked
+            r for r in {**repo.list_refs("refs/agent/"), **repo.list_refs(NOTES)} if r not in held
         )
         if not refs:
             return result

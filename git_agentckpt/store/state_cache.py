@@ -10,28 +10,26 @@ and uses the cached state only when all three are equal. When only the log moved
 cached tip and replays just what came after it; anything else (a new checkpoint, a
 rewritten note, a log rewound or replaced) computes the state from the note again.
 
-A file that is missing, truncated, garbled, edited by hand (its digest no longer
-matches), from another format or of another task is ignored and rewritten. Files are
-written to a temporary name and renamed into place, so concurrent writers leave one
-whole file or the other. A repository whose git dir cannot be written (read-only)
-simply runs without the cache.
+A file that is missing, truncated, garbled, not sealed with the user's key (edited
+by hand and sealed again: `sealed.py`), from another format or of another task is
+ignored and rewritten. Files are written to a temporary name and renamed into place,
+so concurrent writers leave one whole file or the other. A repository whose git dir
+cannot be written (read-only) simply runs without the cache.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from git_agentckpt import after_reply
 from git_agentckpt.errors import CkptError
 from git_agentckpt.model import JSON
+from git_agentckpt.sealed import read_sealed, write_sealed
 from git_agentckpt.store.refs import TaskName
 
-FORMAT = "git-ckpt state cache v1"
 _OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -147,7 +145,6 @@ def task_of_file(name: object, path: str, kind: str) -> TaskName | None:
         return None
 
 
-MAX_SEALED = 256 << 20  # bytes: a bigger cache file is not one of ours
 MEMO_FILES = 32  # cache files a process keeps in memory (a long-lived one reads many)
 
 V = TypeVar("V")
@@ -160,76 +157,3 @@ def remember(memo: dict[str, V], path: str, value: V) -> None:
     if len(memo) >= MEMO_FILES and path not in memo:
         memo.pop(next(iter(memo)))
     memo[path] = value
-
-
-# Files written by this process whose writing waits for the answer (`write_sealed`):
-# path -> payload, read back from here until written.
-_unwritten: dict[str, str] = {}
-
-
-def read_sealed(path: str) -> str | None:
-    """The payload of a file `write_sealed` wrote; None when it is missing, torn, garbled
-    or edited (its digest does not match)."""
-    if path in _unwritten:
-        return _unwritten[path]
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > MAX_SEALED:
-                return None  # not one of ours: rebuilt from the refs
-            data = fh.read(size + 1)  # read(n) allocates n: never a fixed 256 MiB
-    except OSError:
-        return None
-    import hashlib
-
-    head, sep, payload = data.partition(b"\n")
-    if not sep or not head.startswith(FORMAT.encode() + b" "):
-        return None
-    digest = head[len(FORMAT) + 1 :].decode("ascii", "replace")
-    if hashlib.sha256(payload).hexdigest() != digest:
-        return None
-    try:
-        return payload.decode("ascii")
-    except UnicodeDecodeError:
-        return None
-
-
-def write_sealed(path: str, payload: str) -> None:
-    """`payload` (ASCII JSON) under a line naming the format and its sha256, written to a
-    temporary name and renamed into place; errors are ignored (a cache only saves work).
-
-    In a call the daemon serves, the file is written after the answer
-    (`after_reply.py`: ~0.6 ms a file), the last payload of each path once; reads of
-    this process see it meanwhile (`read_sealed`). A process killed first leaves the
-    older file, which the next read extends or rebuilds, as after any crash."""
-    if after_reply.deferring():
-        if not _unwritten:
-            after_reply.later(_write_unwritten)
-        _unwritten[path] = payload
-        return
-    _write_now(path, payload)
-
-
-def _write_unwritten() -> None:
-    while _unwritten:
-        path, payload = _unwritten.popitem()
-        _write_now(path, payload)
-
-
-def _write_now(path: str, payload: str) -> None:
-    import hashlib
-
-    data = payload.encode("ascii")
-    head = f"{FORMAT} {hashlib.sha256(data).hexdigest()}\n".encode()
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, head + data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)

@@ -320,6 +320,15 @@ def bad_event_commit(repo: Path, task: str, body: str) -> None:
     git(repo, "update-ref", ref, commit)
 
 
+def good_and_bad_pushed_by_git(a: Path, body: str) -> None:
+    """Tasks `good` and `bad` (its last event commit holds `body`), pushed by plain git."""
+    start(a, "good")
+    start(a, "bad")
+    bad_event_commit(a, "bad", body)
+    refs = ("refs/agent/*:refs/agent/*", "refs/notes/agent/*:refs/notes/agent/*")
+    git(a, "push", "-q", "origin", *refs)
+
+
 @pytest.mark.parametrize(
     "body",
     ['{"v": 1, "id": "x", "seq": ', NESTED_EVENT, '{"v": 7, "id": "x", "seq": 1}'],
@@ -337,17 +346,7 @@ def test_a_malformed_event_commit_blocks_only_its_task_when_shared(
     git(a, "commit", "-qm", "initial")
     git(a, "push", "-q", "origin", "HEAD:refs/heads/main")
     git(b, "pull", "-q", "origin", "main")
-    start(a, "good")
-    start(a, "bad")
-    bad_event_commit(a, "bad", body)
-    git(
-        a,
-        "push",
-        "-q",
-        "origin",
-        "refs/agent/*:refs/agent/*",
-        "refs/notes/agent/*:refs/notes/agent/*",
-    )
+    good_and_bad_pushed_by_git(a, body)
     fetched = ckpt(b, "fetch", "--json", ok=False)
     assert fetched.exit_code == 6
     doc = json.loads(fetched.stdout)
@@ -363,6 +362,80 @@ def test_a_malformed_event_commit_blocks_only_its_task_when_shared(
     assert pushed.exit_code == 6
     refs = {p["ref"] for p in json.loads(pushed.stdout)["pushed"]}
     assert "refs/agent/events/good" in refs and "refs/agent/events/bad" not in refs
+
+
+# -- issue 26 item 7: one bad ref of this clone blocks nothing else -----------------------
+
+
+def pushed_refs(result: Any) -> set[str]:
+    return {p["ref"] for p in json.loads(result.stdout)["pushed"]}
+
+
+def test_a_ref_at_a_missing_object_is_named_and_the_rest_is_shared(tmp_path: Path) -> None:
+    """A checkpoint ref of this clone at an object it does not hold made every `fetch`
+    and `push` exit 1 ("did not send all necessary objects"): git's connectivity check
+    lists every ref. It is named, left out, and the rest is shared (exit 6)."""
+    remote, a, b = remote_and_clones(tmp_path)
+    start(a, "t")
+    ckpt(a, "push")
+    missing = "1" * 40
+    (a / ".git" / "refs" / "agent" / "checkpoints" / "lost").write_text(missing + "\n")
+    ckpt(a, "event", "t", "--type", "note", "--json", '{"after": "the damage"}')
+    pushed = ckpt(a, "push", "--json", ok=False)
+    assert pushed.exit_code == 6, pushed.output
+    doc = json.loads(pushed.stdout)
+    lost = [r for r in doc["fetched"] if r["ref"] == "refs/agent/checkpoints/lost"]
+    assert lost == [
+        {
+            "ref": "refs/agent/checkpoints/lost",
+            "action": "damaged",
+            "detail": "points at 111111111111, which is not a commit stored here",
+            "local": True,
+        }
+    ]
+    assert "refs/agent/events/t" in pushed_refs(pushed)
+    assert "refs/agent/checkpoints/lost" not in pushed_refs(pushed)
+    assert (
+        "not shared: refs/agent/checkpoints/lost damaged here (points at 111111111111"
+        in pushed.stderr
+    )
+    assert git(remote, "rev-parse", "refs/agent/events/t") == git(
+        a, "rev-parse", "refs/agent/events/t"
+    )
+    fetched = ckpt(a, "fetch", ok=False)
+    assert fetched.exit_code == 6 and "did not send all necessary objects" not in fetched.output
+    assert "refs/agent/checkpoints/lost  damaged here: points at 111111111111" in fetched.stdout
+    # the other clone gets the event logged after the damage
+    ckpt(b, "fetch")
+    lines = ckpt(b, "log", "t", "--json").stdout.splitlines()
+    logged = [e["data"] for e in map(json.loads, lines) if e["type"] == "note"]
+    assert logged == [{"after": "the damage"}]
+
+
+def test_a_malformed_event_commit_pushed_blocks_only_its_task(tmp_path: Path) -> None:
+    """A malformed event commit of task `bad`, pushed by plain git: every later `push`
+    of the clone that holds it exited 6 naming no ref, and `metrics --all` exited 6 for
+    every task. The damaged log is named and left out with its task's checkpoint ref;
+    the rest is pushed; metrics count every other task."""
+    remote, a, _ = remote_and_clones(tmp_path, clone_b=False)
+    good_and_bad_pushed_by_git(a, '{"v": 1, "id": "x", "seq": ')
+    ckpt(a, "event", "good", "--type", "note", "--json", '{"n": 1}')
+    pushed = ckpt(a, "push", "--json", ok=False)
+    assert pushed.exit_code == 6, pushed.output
+    assert "refs/agent/events/bad damaged here (event log commit" in pushed.stderr
+    assert "with its task's checkpoint and reports" in pushed.stderr
+    sent = pushed_refs(pushed)
+    assert "refs/agent/events/good" in sent
+    assert not {"refs/agent/events/bad", "refs/agent/checkpoints/bad"} & sent
+    assert git(remote, "rev-parse", "refs/agent/events/good") == git(
+        a, "rev-parse", "refs/agent/events/good"
+    )
+    every = ckpt(a, "metrics", "--all", "--json")
+    assert [row["task"] for row in json.loads(every.stdout)["tasks"]] == ["good"]
+    assert "warning: task bad: event log commit" in every.stderr
+    assert "holds malformed JSON (skipped)" in every.stderr
+    named = ckpt(a, "metrics", "bad", ok=False)
+    assert named.exit_code == 6 and "holds malformed JSON" in named.stderr
 
 
 # -- item 9: the guard remembers however far back --------------------------------------
