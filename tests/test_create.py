@@ -99,6 +99,17 @@ def test_unchanged_tree_reuses_objects(repo: Path) -> None:
     assert a["tree"] == b["tree"]
 
 
+@pytest.mark.parametrize("task", ["notes", "locks/notes"])
+def test_a_task_named_like_a_lock_of_the_repository_is_checkpointed(
+    repo: Path, task: str
+) -> None:
+    """Each task's lock file is named after the task: the repository's own lock on the
+    notes refs must never be one of them (a task called "notes" waited on itself)."""
+    start(repo, task)
+    ck = ckpt_json(repo, "create", "-t", task, "-m", "second")
+    assert ck["task"] == task and ck["number"] == 2, ck
+
+
 def test_a_checkpoint_of_a_task_nobody_started_is_refused(repo: Path) -> None:
     """A typo is never a new task (issue 25, item 4): `create -t TYPO` used to start one,
     which could not be deleted, was pushed, and made `create` without `-t` ambiguous."""

@@ -432,7 +432,8 @@ class CheckpointStore:
         queue instead of racing on them."""
         from git_agentckpt.git.worktree import locked  # writes only: not at start-up
 
-        with locked(os.path.join(self.repo.common_dir, "agent", "locks", "notes.flock")):
+        # not under agent/locks/, where each task's lock is named after the task
+        with locked(os.path.join(self.repo.common_dir, "agent", "notes.flock")):
             yield
 
     def _guard(
