@@ -130,6 +130,16 @@ def test_real_git_ckpt_entry_point(repo: Path) -> None:
     assert made.returncode == 0 and len(made.stdout.strip()) == 26
 
 
+def unpack_all(repo: Path) -> None:
+    """Every packed object of `repo` made loose (`git unpack-objects`), its packs gone."""
+    pack_dir = repo / ".git" / "objects" / "pack"
+    for pack in sorted(pack_dir.glob("*.pack")):
+        data = pack.read_bytes()
+        for part in pack_dir.glob(pack.stem + ".*"):
+            part.unlink()
+        subprocess.run(["git", "unpack-objects", "-q"], cwd=repo, input=data, check=True)
+
+
 def test_an_object_whose_bytes_no_longer_match_its_hash_is_named_not_an_internal_error(
     repo: Path,
 ) -> None:
@@ -142,6 +152,7 @@ def test_an_object_whose_bytes_no_longer_match_its_hash_is_named_not_an_internal
     (repo / "a.txt").write_text("hi\n")
     ckpt(repo, "create", "-t", "t", "-m", "one")
     tip = git(repo, "rev-parse", "refs/agent/checkpoints/t")
+    unpack_all(repo)  # a checkpoint's objects are written as a pack: edit a loose copy
     path = repo / ".git" / "objects" / tip[:2] / tip[2:]
     body = zlib.decompress(path.read_bytes()).replace(b"one", b"ONE")
     path.chmod(0o644)
