@@ -100,9 +100,7 @@ def test_unchanged_tree_reuses_objects(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("task", ["notes", "locks/notes"])
-def test_a_task_named_like_a_lock_of_the_repository_is_checkpointed(
-    repo: Path, task: str
-) -> None:
+def test_a_task_named_like_a_lock_of_the_repository_is_checkpointed(repo: Path, task: str) -> None:
     """Each task's lock file is named after the task: the repository's own lock on the
     notes refs must never be one of them (a task called "notes" waited on itself)."""
     start(repo, task)
